@@ -1,0 +1,13 @@
+// ascan.hpp — umbrella header: tensors, builtin combines and the host associative scan.
+#pragma once
+
+#include "ascan/allocator.hpp"
+#include "ascan/combine.hpp"
+#include "ascan/error.hpp"
+#include "ascan/format.hpp"
+#include "ascan/options.hpp"
+#include "ascan/parallel.hpp"
+#include "ascan/scan.hpp"
+#include "ascan/shape.hpp"
+#include "ascan/tensor.hpp"
+#include "ascan/tensor_ops.hpp"

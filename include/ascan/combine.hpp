@@ -1,0 +1,72 @@
+// combine.hpp — builtin associative combine functors, usable on host, device and dual numbers.
+//
+// Each is a struct with a templated ASCAN_HD call operator, so one definition is instantiated
+// with float/double, integer types, dual numbers (for Jacobians) and in CUDA device code. All
+// are associative; add, mul, max, min and logaddexp are also commutative, the linear recurrence
+// is not.
+#pragma once
+
+#include <cmath>
+#include <tuple>
+
+#include "ascan/config.hpp"
+
+namespace ascan {
+
+struct Add {
+  template <class A>
+  ASCAN_HD A operator()(const A& a, const A& b) const { return a + b; }
+};
+
+struct Mul {
+  template <class A>
+  ASCAN_HD A operator()(const A& a, const A& b) const { return a * b; }
+};
+
+// Ties go to the right operand (so its derivative receives the gradient).
+struct Max {
+  template <class A>
+  ASCAN_HD A operator()(const A& a, const A& b) const { return a > b ? a : b; }
+};
+
+struct Min {
+  template <class A>
+  ASCAN_HD A operator()(const A& a, const A& b) const { return a < b ? a : b; }
+};
+
+// log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)); equal infinities (and NaNs)
+// propagate as a + b does.
+struct LogAddExp {
+  template <class A>
+  ASCAN_HD A operator()(const A& a, const A& b) const {
+    using std::exp;
+    using std::log1p;
+    const bool a_larger = a > b;
+    const A d = a_larger ? b - a : a - b;  // <= 0 unless NaN
+    if (d != d) return a + b;
+    return (a_larger ? a : b) + log1p(exp(d));
+  }
+};
+
+// First-order linear recurrence h_t = a_t * h_{t-1} + b_t on pairs (a, b):
+// (a1, b1), (a2, b2) -> (a1 * a2, a2 * b1 + b2). The b-output of the scan is h_t with h_{-1} = 0.
+struct LinearRecurrence {
+  template <class L, class R>
+  ASCAN_HD auto operator()(const L& l, const R& r) const {
+    using std::get;
+    const auto& a1 = get<0>(l);
+    const auto& b1 = get<1>(l);
+    const auto& a2 = get<0>(r);
+    const auto& b2 = get<1>(r);
+    return std::tuple{a1 * a2, a2 * b1 + b2};
+  }
+};
+
+inline constexpr Add add{};
+inline constexpr Mul mul{};
+inline constexpr Max max{};
+inline constexpr Min min{};
+inline constexpr LogAddExp logaddexp{};
+inline constexpr LinearRecurrence linear_recurrence{};
+
+}  // namespace ascan

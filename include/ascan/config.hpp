@@ -1,0 +1,18 @@
+// config.hpp — build-wide macros: the host/device annotation and the restrict qualifier.
+#pragma once
+
+// ASCAN_HD marks functions that must compile for the host and for CUDA device code (combine
+// functors, dual numbers). It is empty in plain C++ translation units.
+#if defined(__CUDACC__)
+#define ASCAN_HD __host__ __device__
+#else
+#define ASCAN_HD
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define ASCAN_RESTRICT __restrict__
+#define ASCAN_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ASCAN_RESTRICT
+#define ASCAN_ALWAYS_INLINE inline
+#endif

@@ -1,0 +1,58 @@
+// scan_plan.hpp — shape analysis of a pointwise scan, done once per call in compiled code.
+//
+// The output (the broadcast of all leaves) is viewed as [columns, length, run]: `run` is the
+// longest suffix of the dims after the scan axis over which every leaf is either contiguous
+// (lane stride 1) or constant (lane stride 0); every other dim (before the axis, or after it but
+// outside the run) enumerates independent columns. Each leaf has its own stride along the scan
+// axis (0 when it broadcasts there) and its own column strides (0 on broadcast dims).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "ascan/shape.hpp"
+
+namespace ascan::detail {
+
+struct LeafLayout {
+  int64_t t_stride = 0;        // elements between consecutive steps (0: broadcast along axis)
+  bool lane_contiguous = true;  // lane stride 1 (true) or 0 (constant over the run)
+  std::vector<int64_t> column_strides;  // one per column dim
+};
+
+struct PointwisePlan {
+  Shape out_shape;
+  int64_t axis = 0;     // scan axis in out_shape
+  int64_t length = 0;   // T
+  int64_t run = 1;      // lanes per column (contiguous in the output)
+  int64_t num_columns = 0;
+  std::vector<int64_t> column_extents;        // mixed radix of the column index
+  std::vector<int64_t> out_column_strides;
+  int64_t out_t_stride = 1;                   // == product of dims after the axis
+  std::vector<LeafLayout> leaves;
+  bool trivial_columns = false;  // all leaves full: leaf offset == output offset for every column
+
+  int64_t numel() const { return num_columns * length * run; }
+  // Offsets of column c in each leaf (leaf_offsets[l]) and in the output.
+  void column_offsets(int64_t c, int64_t* leaf_offsets, int64_t& out_offset) const;
+};
+
+// Validates leaf ranks, dim and broadcastability (throwing ascan::Error from `where`) and builds
+// the plan. `dim` is resolved against leaf 0.
+PointwisePlan make_pointwise_plan(const std::vector<Shape>& leaf_shapes, int64_t dim, std::string_view where);
+
+// Checks that every output has `shape`.
+void check_outputs(const std::vector<Shape>& out_shapes, const Shape& shape, std::string_view where);
+
+struct LeafStorage {
+  const void* storage;
+  Shape shape;
+  int64_t numel;
+};
+// An output may share storage only with an input leaf of exactly its own shape (each element is
+// read before it is written); outputs must not share storage with each other.
+void check_output_aliasing(const std::vector<LeafStorage>& ins, const std::vector<LeafStorage>& outs,
+                           std::string_view where);
+
+}  // namespace ascan::detail

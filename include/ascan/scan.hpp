@@ -1,0 +1,181 @@
+// scan.hpp — ascan::associative_scan on host tensors (Pointwise and Generic modes).
+//
+// Contract (DESIGN §1): y_0 = x_0, y_t = f(y_{t-1}, x_t); with reverse, y_{T-1} = x_{T-1},
+// y_t = f(y_{t+1}, x_t). f must be associative and pure; it need not be commutative.
+//   Pointwise (a plain callable or ascan::pointwise(f)): f gets elements; leaves broadcast to one
+//     common shape (NumPy rules, the scan length too); every output has that shape. O(N) work,
+//     one read of the inputs and one write of the outputs, parallel over threads; results do
+//     not depend on the thread count.
+//   Generic (ascan::generic(f)): f gets slices (Tensors without the scan dim) and returns the
+//     same structure with the same slice shapes; leaves may differ in shape but share the scan
+//     length. About 2T calls of f in O(log T) parallel levels.
+// dim may be negative and is resolved against the first leaf. Throws ascan::Error on a bad dim,
+// a leaf of rank <= dim, mismatched scan lengths, incompatible broadcast shapes, and (Generic) a
+// combine result with wrong slice shapes. Misuse visible at compile time is a static_assert.
+#pragma once
+
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "ascan/detail/generic_scan.hpp"
+#include "ascan/detail/pointwise_scan.hpp"
+#include "ascan/detail/scan_plan.hpp"
+#include "ascan/detail/tree.hpp"
+#include "ascan/options.hpp"
+#include "ascan/tensor.hpp"
+
+namespace ascan {
+namespace detail {
+
+inline constexpr const char* kScanName = "ascan::associative_scan()";
+
+template <class Flat>
+std::vector<Shape> leaf_shapes(const Flat& flat) {
+  return std::apply([](const auto&... t) { return std::vector<Shape>{t.shape()...}; }, flat);
+}
+
+template <class Flat>
+Flat empty_like_leaves(const Flat& flat, const Shape* common) {
+  return std::apply(
+      [&](const auto&... t) {
+        return Flat{std::decay_t<decltype(t)>::empty(common ? *common : t.shape())...};
+      },
+      flat);
+}
+
+template <class Flat>
+std::vector<LeafStorage> leaf_storage(const Flat& flat) {
+  return std::apply(
+      [](const auto&... t) { return std::vector<LeafStorage>{{t.storage_id(), t.shape(), t.numel()}...}; },
+      flat);
+}
+
+template <class Flat>
+void check_output_aliasing(const Flat& xs, const Flat& ys, std::string_view where) {
+  check_output_aliasing(leaf_storage(xs), leaf_storage(ys), where);
+}
+
+template <class X, class Fn>
+void scan_pointwise(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree<X>::Flat* ys_given,
+                    typename Tree<X>::Flat& ys, int64_t dim, const ScanOptions& opts) {
+  const PointwisePlan plan = make_pointwise_plan(leaf_shapes(xs), dim, kScanName);
+  if (ys_given) {
+    check_outputs(leaf_shapes(*ys_given), plan.out_shape, kScanName);
+    check_output_aliasing(xs, *ys_given, kScanName);
+    ys = *ys_given;
+  } else {
+    ys = empty_like_leaves(xs, &plan.out_shape);
+  }
+  pointwise_scan<X>(f, xs, ys, plan, opts.reverse);
+}
+
+template <class X, class Fn>
+void scan_generic(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree<X>::Flat* ys_given,
+                  typename Tree<X>::Flat& ys, int64_t dim, const ScanOptions& opts) {
+  const std::vector<Shape> shapes = leaf_shapes(xs);
+  const int64_t d = resolve_dim(dim, static_cast<int64_t>(shapes[0].size()), kScanName, "leaf 0");
+  for (size_t l = 1; l < shapes.size(); ++l) {
+    if (static_cast<int64_t>(shapes[l].size()) <= d)
+      raise("{}: leaf {} has rank {} (shape {}), expected rank > {} (the scan dim)", kScanName, l,
+            shapes[l].size(), format_shape(shapes[l]), d);
+    if (shapes[l][d] != shapes[0][d])
+      raise("{}: leaf {} has length {} on dim {}, expected {} (leaf 0); generic mode does not "
+            "broadcast", kScanName, l, shapes[l][d], d, shapes[0][d]);
+  }
+  if (ys_given) {
+    const std::vector<Shape> out_shapes = leaf_shapes(*ys_given);
+    for (size_t l = 0; l < shapes.size(); ++l)
+      if (out_shapes[l] != shapes[l])
+        raise("{}: output {} has shape {}, expected {} (its input's shape)", kScanName, l,
+              format_shape(out_shapes[l]), format_shape(shapes[l]));
+    check_output_aliasing(xs, *ys_given, kScanName);
+    ys = *ys_given;
+  } else {
+    ys = empty_like_leaves(xs, nullptr);
+  }
+  generic_scan<X>(f, xs, ys, d, opts.reverse, kScanName);
+}
+
+// Shared front end: compile-time checks of the combine against the structure, then dispatch.
+template <class Combine, class Xs>
+normalize_t<Xs> scan_dispatch(const Combine& combine, const Xs& xs, int64_t dim, const ScanOptions& opts,
+                              typename Tree<normalize_t<Xs>>::Flat* ys_given) {
+  using X = normalize_t<Xs>;
+  using Node = Tree<X>;
+  static_assert(Node::valid,
+                "ascan::associative_scan(): xs must be an ascan::Tensor<T> or a (nested) std::tuple "
+                "of ascan::Tensor, with at least one leaf");
+  if constexpr (Node::valid) {
+    using Mode = combine_mode<Combine>;
+    using Fn = std::decay_t<decltype(combine_fn(combine))>;
+    const Fn& f = combine_fn(combine);
+    typename Node::Flat ys;
+    if constexpr (!Mode::generic) {
+      using Elem = typename Node::Elem;
+      constexpr bool callable = std::is_invocable_v<const Fn&, Elem, Elem>;
+      static_assert(callable,
+                    "ascan::associative_scan(): the pointwise combine cannot be called with two "
+                    "elements. Write it generically on elements: [](auto a, auto b) { return a + b; } "
+                    "for one tensor, or [](auto l, auto r) { auto [a1, b1] = l; auto [a2, b2] = r; "
+                    "return std::tuple{...}; } for a tuple of tensors (nested tuples mirror nested "
+                    "inputs). To combine whole slices (e.g. matrices), pass ascan::generic(f).");
+      if constexpr (callable) {
+        using R = std::invoke_result_t<const Fn&, Elem, Elem>;
+        static_assert(result_matches<X, R>::value,
+                      "ascan::associative_scan(): the pointwise combine returns the wrong structure. "
+                      "Return a scalar for a single tensor, or a std::tuple with one value per "
+                      "tensor of the input tuple (same arity, same nesting).");
+        if constexpr (result_matches<X, R>::value)
+          scan_pointwise<X>(f, Node::flatten(xs), ys_given, ys, dim, opts);
+      }
+    } else {
+      constexpr bool callable = std::is_invocable_v<const Fn&, const X&, const X&>;
+      static_assert(callable,
+                    "ascan::associative_scan(): the generic combine cannot be called with two slices. "
+                    "Write it on the input structure with the scan dim removed: "
+                    "[](const auto& a, const auto& b) { return matmul(a, b); } for one tensor, "
+                    "std::tuple arguments for a tuple of tensors.");
+      if constexpr (callable) {
+        using R = std::invoke_result_t<const Fn&, const X&, const X&>;
+        static_assert(slice_result_matches<X, R>::value,
+                      "ascan::associative_scan(): the generic combine returns the wrong structure. "
+                      "Return an ascan::Tensor<T> for a single tensor, or a std::tuple with one "
+                      "tensor per input leaf (same arity, nesting and element types).");
+        if constexpr (slice_result_matches<X, R>::value)
+          scan_generic<X>(f, Node::flatten(xs), ys_given, ys, dim, opts);
+      }
+    }
+    return Node::template unflatten<0>(ys);
+  } else {
+    return X{};
+  }
+}
+
+}  // namespace detail
+
+// Returns the scan of xs (a Tensor or a nested std::tuple of Tensors) along dim.
+template <class Combine, class Xs>
+detail::normalize_t<Xs> associative_scan(const Combine& combine, const Xs& xs, int64_t dim,
+                                         const ScanOptions& opts = {}) {
+  return detail::scan_dispatch(combine, xs, dim, opts, nullptr);
+}
+
+// Writes the scan into caller-provided outputs `out` (the structure of xs; a std::tuple of
+// Tensors or of Tensor& from std::tie). Pointwise: each output must have the broadcast shape;
+// Generic: each its input's shape. An output may be the input leaf itself (in place). Nothing
+// is allocated beyond small per-call bookkeeping, so a loop of calls reaches a steady state.
+template <class Combine, class Xs, class Out>
+void associative_scan(const Combine& combine, const Xs& xs, int64_t dim, const ScanOptions& opts,
+                      Out&& out) {
+  using X = detail::normalize_t<Xs>;
+  static_assert(std::is_same_v<detail::normalize_t<Out>, X>,
+                "ascan::associative_scan(): `out` must have the structure and element types of xs "
+                "(a Tensor, or a std::tuple / std::tie of Tensors mirroring xs)");
+  auto flat_out = detail::Tree<X>::flatten(out);
+  detail::scan_dispatch(combine, xs, dim, opts, &flat_out);
+}
+
+}  // namespace ascan
