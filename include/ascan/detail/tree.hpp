@@ -24,8 +24,10 @@ template <class... Xs> struct normalize<std::tuple<Xs...>> {
 };
 template <class X> using normalize_t = typename normalize<std::decay_t<X>>::type;
 
-template <class X> struct Tree {
+template <class X> struct Tree {  // not a Tensor or tuple: rejected by a static_assert at the entry
   static constexpr bool valid = false;
+  static constexpr size_t num_leaves = 0;
+  using Flat = std::tuple<>;
 };
 
 template <class T> struct Tree<Tensor<T>> {
