@@ -1,15 +1,18 @@
-// pointwise_scan.hpp — the host pointwise scan kernel: chained blocks, lanes across `run`.
+// pointwise_scan.hpp — the host pointwise scan kernel: chained blocks, lanes and segments.
 //
 // Work is split by shape only, never by thread count, so results are bitwise identical for any
 // number of threads. The output is cut into column groups (a column and up to kMaxLanes
 // adjacent lanes) and, along the scan axis, into blocks of rows sized to stay in L2. Threads take
-// (group, block) items in order from one counter. An item first scans its block locally
-// (reading x, writing y), then waits for its predecessor block to publish, and applies the
-// predecessor's last row — the inclusive prefix — to its rows while they are still in cache
-// (y = f(prefix, y_local), valid by associativity). Memory traffic is one read of x and one write
-// of y. A predecessor was always taken earlier by a running thread and never waits on a later
-// item, so the chain cannot deadlock. The lane loops have no loop-carried dependency and the
-// accumulators live in local arrays, so the compiler vectorises f across lanes.
+// (group, block) items in order from one counter. An item scans its block locally (one read of
+// x, one write of y), waits for its predecessor block to publish, then applies the predecessor's
+// last row — the inclusive prefix — to its rows while they are still in cache
+// (y = f(prefix, y_local), valid by associativity). A predecessor was always taken earlier by a
+// running thread and never waits on a later item, so the chain cannot deadlock.
+// Within a block, narrow groups (few lanes) cut the rows into K segments scanned as interleaved
+// independent chains, so the latency of f overlaps (a single float add chain runs at ~1 element
+// per 4 cycles; 8 chains at ~2 per cycle); segment k is then fixed up with the prefix of
+// segments < k in a vectorisable pass. Wide groups get the same overlap from their lanes, whose
+// accumulators live in local arrays so the compiler vectorises f across lanes.
 #pragma once
 
 #include <algorithm>
@@ -32,6 +35,7 @@ namespace ascan::detail {
 inline constexpr int64_t kMaxLanes = 256;            // accumulator tile per column group
 inline constexpr int64_t kBlockBytes = 96 << 10;     // inputs + outputs of one block (L2-resident)
 inline constexpr int64_t kParallelMinElements = 1 << 15;  // below this, no thread hand-off
+inline constexpr int64_t kMinSegmentRows = 16;       // shorter blocks are not cut into segments
 
 template <size_t N, class Fn>
 ASCAN_ALWAYS_INLINE void static_for(Fn&& fn) {
@@ -70,158 +74,237 @@ template <class... Ts> struct LaneBuffers<std::tuple<Ts*...>> {
   }
 };
 
-// Scans all leaves of `xs` into `ys` (flat tuples of tensors) following `plan`.
 template <class X, class F>
-void pointwise_scan(const F& f, const typename Tree<X>::Flat& xs, const typename Tree<X>::Flat& ys,
-                    const PointwisePlan& plan, bool reverse) {
+class PointwiseRunner {
   using Node = Tree<X>;
   using Elem = typename Node::Elem;
   using Ptrs = typename Node::FlatPtrs;
   using Access = ElemAccess<X, 0>;
-  constexpr size_t L = Node::num_leaves;
+  static constexpr size_t L = Node::num_leaves;
+  using Steps = std::array<int64_t, L>;
 
-  const int64_t T = plan.length;
-  if (plan.numel() == 0) return;
-  const int64_t run = plan.run;
-  const int64_t group_lanes = std::min(run, kMaxLanes);
-  const int64_t groups_per_column = (run + group_lanes - 1) / group_lanes;
-  const int64_t num_groups = plan.num_columns * groups_per_column;
-  int64_t bytes_per_lane_row = 0;
-  static_for<L>([&](auto I) { bytes_per_lane_row += 2 * sizeof(*std::get<I>(Ptrs{})); });
-  const int64_t rows = std::clamp<int64_t>(kBlockBytes / (group_lanes * bytes_per_lane_row), 1, T);
-  const int64_t num_blocks = (T + rows - 1) / rows;
-  const int64_t num_items = num_groups * num_blocks;
-
-  Ptrs x_data, y_data;
-  static_for<L>([&](auto I) {
-    using P = std::tuple_element_t<I, Ptrs>;
-    std::get<I>(x_data) = const_cast<P>(std::get<I>(xs).data());
-    std::get<I>(y_data) = const_cast<P>(std::get<I>(ys).data());
-  });
-  const int64_t dir = reverse ? -1 : 1;
-
-  std::vector<std::atomic<uint8_t>> done(num_blocks > 1 ? num_items : 0);
-  std::atomic<bool> failed{false};
-
-  // Processes one item; returns false when it gave up because another item failed.
-  auto process = [&](int64_t item) -> bool {
-    const int64_t g = item / num_blocks, b = item - g * num_blocks;
-    const int64_t c = g / groups_per_column;
-    const int64_t j0 = (g - c * groups_per_column) * group_lanes;
-    const int64_t w = std::min(group_lanes, run - j0);
-    const int64_t s0 = b * rows, s1 = std::min(T, s0 + rows);
-    std::array<int64_t, L> leaf_off;
-    int64_t out_off;
-    plan.column_offsets(c, leaf_off.data(), out_off);
-    const auto phys = [&](int64_t s) { return reverse ? T - 1 - s : s; };
-    // Row pointers at step s0, and their per-step increments.
-    Ptrs x_row, y_row;
-    std::array<int64_t, L> x_step;
+ public:
+  PointwiseRunner(const F& f, const typename Node::Flat& xs, const typename Node::Flat& ys,
+                  const PointwisePlan& plan, bool reverse)
+      : f_(f), plan_(plan), reverse_(reverse) {
+    T_ = plan.length;
+    group_lanes_ = std::min(plan.run, kMaxLanes);
+    groups_per_column_ = (plan.run + group_lanes_ - 1) / group_lanes_;
+    int64_t bytes_per_lane_row = 0;
     static_for<L>([&](auto I) {
-      const LeafLayout& leaf = plan.leaves[I];
-      std::get<I>(x_row) = std::get<I>(x_data) + leaf_off[I] + phys(s0) * leaf.t_stride +
-                           (leaf.lane_contiguous ? j0 : 0);
-      std::get<I>(y_row) = std::get<I>(y_data) + out_off + phys(s0) * plan.out_t_stride + j0;
-      x_step[I] = dir * leaf.t_stride;
+      using P = std::tuple_element_t<I, Ptrs>;
+      bytes_per_lane_row += 2 * sizeof(*P{});
+      std::get<I>(x_data_) = const_cast<P>(std::get<I>(xs).data());
+      std::get<I>(y_data_) = const_cast<P>(std::get<I>(ys).data());
+      x_step_[I] = (reverse ? -1 : 1) * plan.leaves[I].t_stride;
     });
-    const int64_t y_step = dir * plan.out_t_stride;
+    y_step_ = (reverse ? -1 : 1) * plan.out_t_stride;
+    rows_ = std::clamp<int64_t>(kBlockBytes / (group_lanes_ * bytes_per_lane_row), 1, std::max<int64_t>(T_, 1));
+    num_blocks_ = (T_ + rows_ - 1) / rows_;
+    num_items_ = plan.num_columns * groups_per_column_ * num_blocks_;
+  }
 
-    if (w == 1) {  // one sequence: the dependency chain of f is the limit
-      Elem acc = Access::load(x_row, 0);
-      Access::store(y_row, 0, acc);
-      for (int64_t s = s0 + 1; s < s1; ++s) {
-        static_for<L>([&](auto I) {
-          std::get<I>(x_row) += x_step[I];
-          std::get<I>(y_row) += y_step;
-        });
-        acc = to_elem<Elem>(f(acc, Access::load(x_row, 0)));
-        Access::store(y_row, 0, acc);
+  void run() {
+    if (plan_.numel() == 0) return;
+    std::vector<std::atomic<uint8_t>> done(num_blocks_ > 1 ? num_items_ : 0);
+    done_ = done.data();
+    const int64_t total = plan_.numel() * static_cast<int64_t>(L);
+    const int workers = total < kParallelMinElements
+                            ? 1
+                            : static_cast<int>(std::min<int64_t>(num_threads(), num_items_));
+    std::atomic<int64_t> next{0};
+    run_workers(workers, [&](int) {
+      while (!failed_.load(std::memory_order_relaxed)) {
+        const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
+        if (item >= num_items_) return;
+        try {
+          if (!process(item)) return;
+        } catch (...) {
+          failed_.store(true);
+          throw;
+        }
       }
-    } else {
-      LaneBuffers<Ptrs> acc_buf, bcast_buf;
-      const Ptrs acc = acc_buf.ptrs();
-      const Ptrs bcast = bcast_buf.ptrs();
-      // Input row as lanes: broadcast leaves are splatted into a small buffer.
-      const auto lanes_of = [&](const Ptrs& row) {
-        Ptrs p = row;
-        static_for<L>([&](auto I) {
-          if (!plan.leaves[I].lane_contiguous) {
-            std::fill_n(std::get<I>(bcast), w, *std::get<I>(row));
-            std::get<I>(p) = std::get<I>(bcast);
-          }
-        });
-        return p;
-      };
-      const auto copy_row = [&](const Ptrs& to, const Ptrs& from) {
-        static_for<L>([&](auto I) {
-          std::memcpy(std::get<I>(to), std::get<I>(from), w * sizeof(*std::get<I>(to)));
-        });
-      };
-      copy_row(acc, lanes_of(x_row));
-      copy_row(y_row, acc);
-      for (int64_t s = s0 + 1; s < s1; ++s) {
-        static_for<L>([&](auto I) {
-          std::get<I>(x_row) += x_step[I];
-          std::get<I>(y_row) += y_step;
-        });
-        const Ptrs xl = lanes_of(x_row);
-        for (int64_t j = 0; j < w; ++j) Access::store(acc, j, f(Access::load(acc, j), Access::load(xl, j)));
-        copy_row(y_row, acc);
-      }
-    }
-    if (b == 0) {
-      if (num_blocks > 1) done[item].store(1, std::memory_order_release);
-      return true;
-    }
-    for (int spins = 0; !done[item - 1].load(std::memory_order_acquire); ++spins) {
-      if (failed.load(std::memory_order_relaxed)) return false;
-      if (spins > 2000) std::this_thread::yield(); else cpu_relax();
-    }
-    // Fix-up with the predecessor's last row (its inclusive prefix), rows still in cache.
-    Ptrs prefix_row, y_fix;
-    static_for<L>([&](auto I) {
-      std::get<I>(prefix_row) = std::get<I>(y_data) + out_off + phys(s0 - 1) * plan.out_t_stride + j0;
-      std::get<I>(y_fix) = std::get<I>(y_data) + out_off + phys(s0) * plan.out_t_stride + j0;
     });
-    if (w == 1) {
-      const Elem carry = Access::load(prefix_row, 0);
-      for (int64_t s = s0; s < s1; ++s) {
-        Access::store(y_fix, 0, f(carry, Access::load(y_fix, 0)));
-        static_for<L>([&](auto I) { std::get<I>(y_fix) += y_step; });
-      }
-    } else {
-      LaneBuffers<Ptrs> carry_buf;
-      const Ptrs carry = carry_buf.ptrs();
-      static_for<L>([&](auto I) {
-        std::memcpy(std::get<I>(carry), std::get<I>(prefix_row), w * sizeof(*std::get<I>(carry)));
-      });
-      for (int64_t s = s0; s < s1; ++s) {
-        for (int64_t j = 0; j < w; ++j)
-          Access::store(y_fix, j, f(Access::load(carry, j), Access::load(y_fix, j)));
-        static_for<L>([&](auto I) { std::get<I>(y_fix) += y_step; });
-      }
-    }
-    done[item].store(1, std::memory_order_release);
-    return true;
+  }
+
+ private:
+  struct Group {  // one column group: pointers at logical step 0 and its lane count
+    Ptrs x0, y0;
+    int64_t w;
   };
 
-  const int64_t total = plan.numel() * static_cast<int64_t>(L);
-  const int workers = total < kParallelMinElements
-                          ? 1
-                          : static_cast<int>(std::min<int64_t>(num_threads(), num_items));
-  std::atomic<int64_t> next{0};
-  run_workers(workers, [&](int) {
-    while (!failed.load(std::memory_order_relaxed)) {
-      const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
-      if (item >= num_items) return;
-      try {
-        if (!process(item)) return;
-      } catch (...) {
-        failed.store(true);
-        throw;
-      }
+  int64_t phys(int64_t s) const { return reverse_ ? T_ - 1 - s : s; }
+
+  Ptrs x_row(const Group& g, int64_t s) const {
+    Ptrs p = g.x0;
+    static_for<L>([&](auto I) { std::get<I>(p) += s * x_step_[I]; });
+    return p;
+  }
+  Ptrs y_row(const Group& g, int64_t s) const {
+    Ptrs p = g.y0;
+    static_for<L>([&](auto I) { std::get<I>(p) += s * y_step_; });
+    return p;
+  }
+
+  // Processes one item; returns false when it gave up because another item failed.
+  bool process(int64_t item) {
+    const int64_t gi = item / num_blocks_, b = item - gi * num_blocks_;
+    const int64_t c = gi / groups_per_column_;
+    const int64_t j0 = (gi - c * groups_per_column_) * group_lanes_;
+    Group g;
+    g.w = std::min(group_lanes_, plan_.run - j0);
+    std::array<int64_t, L> leaf_off;
+    int64_t out_off;
+    plan_.column_offsets(c, leaf_off.data(), out_off);
+    static_for<L>([&](auto I) {
+      const LeafLayout& leaf = plan_.leaves[I];
+      std::get<I>(g.x0) = std::get<I>(x_data_) + leaf_off[I] + phys(0) * leaf.t_stride +
+                          (leaf.lane_contiguous ? j0 : 0);
+      std::get<I>(g.y0) = std::get<I>(y_data_) + out_off + phys(0) * plan_.out_t_stride + j0;
+    });
+    const int64_t s0 = b * rows_, s1 = std::min(T_, s0 + rows_);
+    int num_segments = 1;
+    if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows) {
+      num_segments = 8;
+      scan_sequences<8>(g, s0, s1);
+    } else if (g.w < 32 && g.w > 1 && s1 - s0 >= 4 * kMinSegmentRows) {
+      num_segments = 4;
+      scan_lanes<4>(g, s0, s1);
+    } else if (g.w == 1) {
+      scan_sequences<1>(g, s0, s1);
+    } else {
+      scan_lanes<1>(g, s0, s1);
     }
-  });
+    // Segment k gets the prefix of everything before it: the predecessor block's last row for
+    // k = 0 (none for the first block), then the (already fixed) last row of segment k - 1.
+    bool have_prefix = false;
+    if (b > 0) {
+      for (int spins = 0; !done_[item - 1].load(std::memory_order_acquire); ++spins) {
+        if (failed_.load(std::memory_order_relaxed)) return false;
+        if (spins > 2000) std::this_thread::yield(); else cpu_relax();
+      }
+      have_prefix = true;
+    }
+    const int64_t seg = (s1 - s0) / num_segments;
+    for (int k = 0; k < num_segments; ++k) {
+      const int64_t a = s0 + k * seg, e = k + 1 == num_segments ? s1 : a + seg;
+      if (have_prefix) fix_up(g, a - 1, a, e);
+      have_prefix = true;
+    }
+    if (num_blocks_ > 1) done_[item].store(1, std::memory_order_release);
+    return true;
+  }
+
+  // Local scans of K segments of one sequence (one lane), interleaved to overlap f's latency.
+  template <int K>
+  void scan_sequences(const Group& g, int64_t s0, int64_t s1) {
+    const int64_t seg = (s1 - s0) / K;
+    std::array<Elem, K> acc;
+    std::array<Ptrs, K> xb, yb;
+    for (int k = 0; k < K; ++k) {
+      xb[k] = x_row(g, s0 + k * seg);
+      yb[k] = y_row(g, s0 + k * seg);
+    }
+    const Steps zero{};
+    static_for<K>([&](auto k) {
+      acc[k] = Access::load_at(xb[k], zero);
+      Access::store(yb[k], 0, acc[k]);
+    });
+    Steps off;
+    for (int64_t s = 1; s < seg; ++s) {
+      static_for<L>([&](auto I) { off[I] = s * x_step_[I]; });
+      const int64_t yo = s * y_step_;
+      static_for<K>([&](auto k) {
+        acc[k] = to_elem<Elem>(f_(acc[k], Access::load_at(xb[k], off)));
+        Access::store(yb[k], yo, acc[k]);
+      });
+    }
+    for (int64_t s = seg; s < s1 - s0 - (K - 1) * seg; ++s) {  // the last segment's remainder
+      static_for<L>([&](auto I) { off[I] = s * x_step_[I]; });
+      acc[K - 1] = to_elem<Elem>(f_(acc[K - 1], Access::load_at(xb[K - 1], off)));
+      Access::store(yb[K - 1], s * y_step_, acc[K - 1]);
+    }
+  }
+
+  // Local scans of K segments of w lanes each; lanes vectorise, segments add independent work.
+  template <int K>
+  void scan_lanes(const Group& g, int64_t s0, int64_t s1) {
+    const int64_t w = g.w, seg = (s1 - s0) / K;
+    std::array<LaneBuffers<Ptrs>, K> acc_buf;
+    LaneBuffers<Ptrs> bcast_buf;
+    const Ptrs bcast = bcast_buf.ptrs();
+    // An input row as lanes: leaves constant over the lanes are splatted into a small buffer.
+    const auto lanes_of = [&](const Ptrs& row) {
+      Ptrs p = row;
+      static_for<L>([&](auto I) {
+        if (!plan_.leaves[I].lane_contiguous) {
+          std::fill_n(std::get<I>(bcast), w, *std::get<I>(row));
+          std::get<I>(p) = std::get<I>(bcast);
+        }
+      });
+      return p;
+    };
+    const auto copy_row = [&](const Ptrs& to, const Ptrs& from) {
+      static_for<L>([&](auto I) { std::memcpy(std::get<I>(to), std::get<I>(from), w * sizeof(*std::get<I>(to))); });
+    };
+    const auto step = [&](const Ptrs& acc, int64_t s) {
+      const Ptrs xl = lanes_of(x_row(g, s));
+      for (int64_t j = 0; j < w; ++j) Access::store(acc, j, f_(Access::load(acc, j), Access::load(xl, j)));
+      copy_row(y_row(g, s), acc);
+    };
+    std::array<Ptrs, K> acc;
+    for (int k = 0; k < K; ++k) {
+      acc[k] = acc_buf[k].ptrs();
+      copy_row(acc[k], lanes_of(x_row(g, s0 + k * seg)));
+      copy_row(y_row(g, s0 + k * seg), acc[k]);
+    }
+    for (int64_t s = 1; s < seg; ++s)
+      for (int k = 0; k < K; ++k) step(acc[k], s0 + k * seg + s);
+    for (int64_t s = s0 + K * seg; s < s1; ++s) step(acc[K - 1], s);
+  }
+
+  // y_s = f(y_prefix, y_s) for logical steps s in [a, e); the prefix row is final.
+  void fix_up(const Group& g, int64_t prefix, int64_t a, int64_t e) {
+    if (g.w == 1) {
+      const Elem carry = Access::load(y_row(g, prefix), 0);
+      if (y_step_ == 1 || y_step_ == -1) {  // contiguous: one ascending, vectorisable loop
+        const Ptrs lo = y_row(g, y_step_ == 1 ? a : e - 1);
+        for (int64_t i = 0; i < e - a; ++i) Access::store(lo, i, f_(carry, Access::load(lo, i)));
+      } else {
+        const Ptrs base = y_row(g, a);
+        for (int64_t i = 0; i < e - a; ++i)
+          Access::store(base, i * y_step_, f_(carry, Access::load(base, i * y_step_)));
+      }
+      return;
+    }
+    LaneBuffers<Ptrs> carry_buf;
+    const Ptrs carry = carry_buf.ptrs();
+    const Ptrs prefix_row = y_row(g, prefix);
+    static_for<L>([&](auto I) {
+      std::memcpy(std::get<I>(carry), std::get<I>(prefix_row), g.w * sizeof(*std::get<I>(carry)));
+    });
+    for (int64_t s = a; s < e; ++s) {
+      const Ptrs row = y_row(g, s);
+      for (int64_t j = 0; j < g.w; ++j) Access::store(row, j, f_(Access::load(carry, j), Access::load(row, j)));
+    }
+  }
+
+  const F& f_;
+  const PointwisePlan& plan_;
+  bool reverse_;
+  int64_t T_, group_lanes_, groups_per_column_, rows_, num_blocks_, num_items_;
+  Ptrs x_data_, y_data_;
+  Steps x_step_;
+  int64_t y_step_;
+  std::atomic<uint8_t>* done_ = nullptr;
+  std::atomic<bool> failed_{false};
+};
+
+// Scans all leaves of `xs` into `ys` (flat tuples of tensors) following `plan`.
+template <class X, class F>
+void pointwise_scan(const F& f, const typename Tree<X>::Flat& xs, const typename Tree<X>::Flat& ys,
+                    const PointwisePlan& plan, bool reverse) {
+  PointwiseRunner<X, F>(f, xs, ys, plan, reverse).run();
 }
 
 }  // namespace ascan::detail

@@ -86,6 +86,10 @@ template <class T, size_t Off> struct ElemAccess<Tensor<T>, Off> {
   template <class Ptrs, class R> ASCAN_ALWAYS_INLINE static void store(const Ptrs& p, int64_t i, const R& r) {
     std::get<Off>(p)[i] = static_cast<T>(r);
   }
+  // With a per-leaf index (leaves advance at different strides, e.g. 0 when broadcast).
+  template <class Ptrs, class Offs> ASCAN_ALWAYS_INLINE static T load_at(const Ptrs& p, const Offs& i) {
+    return std::get<Off>(p)[i[Off]];
+  }
 };
 
 template <class... Xs, size_t Off> struct ElemAccess<std::tuple<Xs...>, Off> {
@@ -96,11 +100,18 @@ template <class... Xs, size_t Off> struct ElemAccess<std::tuple<Xs...>, Off> {
   template <class Ptrs, class R> ASCAN_ALWAYS_INLINE static void store(const Ptrs& p, int64_t i, const R& r) {
     store_impl(p, i, r, std::index_sequence_for<Xs...>{});
   }
+  template <class Ptrs, class Offs> ASCAN_ALWAYS_INLINE static auto load_at(const Ptrs& p, const Offs& i) {
+    return load_at_impl(p, i, std::index_sequence_for<Xs...>{});
+  }
 
  private:
   template <class Ptrs, size_t... K>
   ASCAN_ALWAYS_INLINE static auto load_impl(const Ptrs& p, int64_t i, std::index_sequence<K...>) {
     return typename Node::Elem{ElemAccess<Xs, Off + Node::offsets[K]>::load(p, i)...};
+  }
+  template <class Ptrs, class Offs, size_t... K>
+  ASCAN_ALWAYS_INLINE static auto load_at_impl(const Ptrs& p, const Offs& i, std::index_sequence<K...>) {
+    return typename Node::Elem{ElemAccess<Xs, Off + Node::offsets[K]>::load_at(p, i)...};
   }
   template <class Ptrs, class R, size_t... K>
   ASCAN_ALWAYS_INLINE static void store_impl(const Ptrs& p, int64_t i, const R& r, std::index_sequence<K...>) {
