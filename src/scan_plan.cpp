@@ -134,4 +134,25 @@ void check_output_aliasing(const std::vector<LeafStorage>& ins, const std::vecto
   }
 }
 
+int64_t check_generic_leaves(const std::vector<Shape>& shapes, int64_t dim, std::string_view where) {
+  const int64_t d = resolve_dim(dim, static_cast<int64_t>(shapes[0].size()), where, "leaf 0");
+  for (size_t l = 1; l < shapes.size(); ++l) {
+    if (static_cast<int64_t>(shapes[l].size()) <= d)
+      detail::raise("{}: leaf {} has rank {} (shape {}), expected rank > {} (the scan dim)", where, l,
+                    shapes[l].size(), format_shape(shapes[l]), d);
+    if (shapes[l][d] != shapes[0][d])
+      detail::raise("{}: leaf {} has length {} on dim {}, expected {} (leaf 0); generic mode does "
+                    "not broadcast", where, l, shapes[l][d], d, shapes[0][d]);
+  }
+  return d;
+}
+
+void check_generic_outputs(const std::vector<Shape>& in, const std::vector<Shape>& out,
+                           std::string_view where) {
+  for (size_t l = 0; l < in.size(); ++l)
+    if (out[l] != in[l])
+      detail::raise("{}: output {} has shape {}, expected {} (its input's shape)", where, l,
+                    format_shape(out[l]), format_shape(in[l]));
+}
+
 }  // namespace ascan::detail

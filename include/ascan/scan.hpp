@@ -76,27 +76,56 @@ template <class X, class Fn>
 void scan_generic(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree<X>::Flat* ys_given,
                   typename Tree<X>::Flat& ys, int64_t dim, const ScanOptions& opts) {
   const std::vector<Shape> shapes = leaf_shapes(xs);
-  const int64_t d = resolve_dim(dim, static_cast<int64_t>(shapes[0].size()), kScanName, "leaf 0");
-  for (size_t l = 1; l < shapes.size(); ++l) {
-    if (static_cast<int64_t>(shapes[l].size()) <= d)
-      raise("{}: leaf {} has rank {} (shape {}), expected rank > {} (the scan dim)", kScanName, l,
-            shapes[l].size(), format_shape(shapes[l]), d);
-    if (shapes[l][d] != shapes[0][d])
-      raise("{}: leaf {} has length {} on dim {}, expected {} (leaf 0); generic mode does not "
-            "broadcast", kScanName, l, shapes[l][d], d, shapes[0][d]);
-  }
+  const int64_t d = check_generic_leaves(shapes, dim, kScanName);
   if (ys_given) {
-    const std::vector<Shape> out_shapes = leaf_shapes(*ys_given);
-    for (size_t l = 0; l < shapes.size(); ++l)
-      if (out_shapes[l] != shapes[l])
-        raise("{}: output {} has shape {}, expected {} (its input's shape)", kScanName, l,
-              format_shape(out_shapes[l]), format_shape(shapes[l]));
+    check_generic_outputs(shapes, leaf_shapes(*ys_given), kScanName);
     check_output_aliasing(xs, *ys_given, kScanName);
     ys = *ys_given;
   } else {
     ys = empty_like_leaves(xs, nullptr);
   }
   generic_scan<X>(f, xs, ys, d, opts.reverse, kScanName);
+}
+
+template <class Combine, class T>
+void scan_list(const Combine& combine, const std::vector<Tensor<T>>& xs, int64_t dim,
+               const ScanOptions& opts, std::vector<Tensor<T>>& ys, bool ys_given) {
+  using X = std::vector<Tensor<T>>;
+  static_assert(combine_mode<Combine>::generic,
+                "ascan::associative_scan(): a std::vector of tensors has a run-time number of "
+                "leaves, which only Generic mode supports: pass ascan::generic(f), or use a "
+                "std::tuple of tensors for a pointwise combine.");
+  if constexpr (combine_mode<Combine>::generic) {
+    using Fn = std::decay_t<decltype(combine_fn(combine))>;
+    static_assert(std::is_invocable_r_v<X, const Fn&, const X&, const X&>,
+                  "ascan::associative_scan(): the generic combine over a std::vector of tensors must "
+                  "take two std::vector<ascan::Tensor<T>> (the slices) and return one.");
+    if constexpr (std::is_invocable_r_v<X, const Fn&, const X&, const X&>) {
+      if (xs.empty()) raise("{}: xs is an empty list, expected at least one leaf", kScanName);
+      std::vector<Shape> shapes;
+      std::vector<LeafStorage> in_storage, out_storage;
+      for (const auto& t : xs) {
+        shapes.push_back(t.shape());
+        in_storage.push_back({t.storage_id(), t.shape(), t.numel()});
+      }
+      const int64_t d = check_generic_leaves(shapes, dim, kScanName);
+      if (ys_given) {
+        std::vector<Shape> out_shapes;
+        for (const auto& t : ys) {
+          out_shapes.push_back(t.shape());
+          out_storage.push_back({t.storage_id(), t.shape(), t.numel()});
+        }
+        if (ys.size() != xs.size())
+          raise("{}: out has {} leaves, expected {} (one per input leaf)", kScanName, ys.size(), xs.size());
+        check_generic_outputs(shapes, out_shapes, kScanName);
+        check_output_aliasing(in_storage, out_storage, kScanName);
+      } else {
+        ys.clear();
+        for (const auto& t : xs) ys.push_back(Tensor<T>::empty(t.shape()));
+      }
+      generic_scan_list(combine_fn(combine), xs, ys, d, opts.reverse, kScanName);
+    }
+  }
 }
 
 // Shared front end: compile-time checks of the combine against the structure, then dispatch.
@@ -155,6 +184,23 @@ normalize_t<Xs> scan_dispatch(const Combine& combine, const Xs& xs, int64_t dim,
 }
 
 }  // namespace detail
+
+// Generic mode over a run-time list of same-typed leaves: f takes and returns
+// std::vector<Tensor<T>> of slices; a result with the wrong number of leaves or wrong slice
+// shapes throws ascan::Error.
+template <class Combine, class T>
+std::vector<Tensor<T>> associative_scan(const Combine& combine, const std::vector<Tensor<T>>& xs,
+                                        int64_t dim, const ScanOptions& opts = {}) {
+  std::vector<Tensor<T>> ys;
+  detail::scan_list(combine, xs, dim, opts, ys, false);
+  return ys;
+}
+
+template <class Combine, class T>
+void associative_scan(const Combine& combine, const std::vector<Tensor<T>>& xs, int64_t dim,
+                      const ScanOptions& opts, std::vector<Tensor<T>>& out) {
+  detail::scan_list(combine, xs, dim, opts, out, true);
+}
 
 // Returns the scan of xs (a Tensor or a nested std::tuple of Tensors) along dim.
 template <class Combine, class Xs>

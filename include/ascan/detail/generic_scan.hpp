@@ -17,23 +17,31 @@
 
 namespace ascan::detail {
 
+// A runtime-length list of same-typed leaves (Generic mode only).
+template <class X> struct is_tensor_list : std::false_type {};
+template <class T> struct is_tensor_list<std::vector<Tensor<T>>> : std::true_type {};
+
 template <class X>
 struct GenericScan {
-  using Node = Tree<X>;
-  static constexpr size_t L = Node::num_leaves;
-
   std::vector<Shape> slice_shapes;  // expected shape of each leaf's slices
   std::string_view where;
   int64_t grain = 1;
 
-  // Calls f and checks that every leaf of the result has its slice shape.
+  // Calls f and checks that the result has one leaf per input leaf, each of its slice shape.
   template <class F>
   X combine(const F& f, const X& a, const X& b) const {
     X r = f(a, b);
-    const auto flat = Node::flatten(r);
-    [&]<size_t... I>(std::index_sequence<I...>) {
-      (check_leaf(I, std::get<I>(flat).shape()), ...);
-    }(std::make_index_sequence<L>{});
+    if constexpr (is_tensor_list<X>::value) {
+      if (r.size() != slice_shapes.size())
+        raise("{}: the generic combine returned {} leaves, expected {} (one per input leaf)", where,
+              r.size(), slice_shapes.size());
+      for (size_t l = 0; l < r.size(); ++l) check_leaf(l, r[l].shape());
+    } else {
+      const auto flat = Tree<X>::flatten(r);
+      [&]<size_t... I>(std::index_sequence<I...>) {
+        (check_leaf(I, std::get<I>(flat).shape()), ...);
+      }(std::make_index_sequence<Tree<X>::num_leaves>{});
+    }
     return r;
   }
 
@@ -102,6 +110,34 @@ void generic_scan(const F& f, const typename Tree<X>::Flat& xs, const typename T
     }
     (join_slices(std::get<I>(slices), dim, const_cast<std::tuple_element_t<I, typename Node::Flat>&>(std::get<I>(ys))), ...);
   }(std::make_index_sequence<L>{});
+}
+
+// The same for a std::vector of leaves; `ys` holds one output per leaf.
+template <class T, class F>
+void generic_scan_list(const F& f, const std::vector<Tensor<T>>& xs, std::vector<Tensor<T>>& ys,
+                       int64_t dim, bool reverse, std::string_view where) {
+  using X = std::vector<Tensor<T>>;
+  const size_t L = xs.size();
+  const int64_t T_len = xs[0].shape()[dim];
+  if (T_len == 0) return;
+  GenericScan<X> scanner;
+  scanner.where = where;
+  int64_t slice_elems = 0;
+  std::vector<std::vector<Tensor<T>>> slices(L);
+  for (size_t l = 0; l < L; ++l) {
+    scanner.slice_shapes.push_back(remove_dim(xs[l].shape(), dim));
+    slice_elems += shape_numel(scanner.slice_shapes[l]);
+    slices[l] = split_slices(xs[l], dim);
+  }
+  scanner.grain = std::max<int64_t>(1, 2048 / std::max<int64_t>(slice_elems, 1));
+  std::vector<X> elems(T_len, X(L));
+  for (int64_t t = 0; t < T_len; ++t)
+    for (size_t l = 0; l < L; ++l) elems[t][l] = slices[l][reverse ? T_len - 1 - t : t];
+  std::vector<X> out = scanner.scan(f, std::move(elems));
+  for (size_t l = 0; l < L; ++l) {
+    for (int64_t t = 0; t < T_len; ++t) slices[l][reverse ? T_len - 1 - t : t] = out[t][l];
+    join_slices(slices[l], dim, ys[l]);
+  }
 }
 
 }  // namespace ascan::detail

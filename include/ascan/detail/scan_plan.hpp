@@ -55,4 +55,10 @@ struct LeafStorage {
 void check_output_aliasing(const std::vector<LeafStorage>& ins, const std::vector<LeafStorage>& outs,
                            std::string_view where);
 
+// Generic mode: resolves dim against leaf 0 and checks every leaf has rank > dim and the same
+// length on it; returns the resolved dim.
+int64_t check_generic_leaves(const std::vector<Shape>& shapes, int64_t dim, std::string_view where);
+// Generic mode: each output must have its input's shape.
+void check_generic_outputs(const std::vector<Shape>& in, const std::vector<Shape>& out, std::string_view where);
+
 }  // namespace ascan::detail
