@@ -34,6 +34,27 @@ PointwisePlan make_pointwise_plan(const std::vector<Shape>& leaf_shapes, int64_t
       detail::raise("{}: leaf {} has rank {} (shape {}), expected rank > {} (the scan dim)", where, l,
                     rank, format_shape(leaf_shapes[l]), d0);
   }
+  // Scan lengths first (trailing dims aligned, NumPy style): equal, or 1 to broadcast; a leaf
+  // of lower rank without the scan axis is constant along it.
+  int64_t rank = 0;
+  for (const Shape& s : leaf_shapes) rank = std::max<int64_t>(rank, static_cast<int64_t>(s.size()));
+  plan.axis = d0 + (rank - rank0);
+  const auto length_of = [&](const Shape& s) {
+    const int64_t idx = plan.axis - (rank - static_cast<int64_t>(s.size()));
+    return idx >= 0 ? s[idx] : int64_t{1};
+  };
+  plan.length = 1;
+  size_t first = 0;  // the first leaf that is not broadcast along the scan axis sets T
+  for (size_t l = 0; l < leaf_shapes.size(); ++l) {
+    const int64_t len = length_of(leaf_shapes[l]);
+    if (len == 1 || len == plan.length) continue;
+    if (plan.length != 1)
+      detail::raise("{}: leaf {} of shape {} has length {} on the scan dim, expected {} (the length "
+                    "of leaf {}, shape {}) or 1 to broadcast", where, l, format_shape(leaf_shapes[l]),
+                    len, plan.length, first, format_shape(leaf_shapes[first]));
+    plan.length = len;
+    first = l;
+  }
   Shape out = leaf_shapes[0];
   for (size_t l = 1; l < leaf_shapes.size(); ++l) {
     const Shape& s = leaf_shapes[l];
@@ -44,16 +65,6 @@ PointwisePlan make_pointwise_plan(const std::vector<Shape>& leaf_shapes, int64_t
                     "shape so far {}), expected NumPy-compatible shapes", where, l, format_shape(s),
                     format_shape(out));
     }
-  }
-  const int64_t rank = static_cast<int64_t>(out.size());
-  plan.axis = d0 + (rank - rank0);  // leaf 0's axis, aligned to the right like every NumPy dim
-  plan.length = out[plan.axis];
-  for (size_t l = 0; l < leaf_shapes.size(); ++l) {  // scan lengths: equal or 1 (broadcast)
-    const Shape& s = leaf_shapes[l];
-    const int64_t len = s[plan.axis - (rank - static_cast<int64_t>(s.size()))];
-    if (len != plan.length && len != 1)
-      detail::raise("{}: leaf {} has length {} on the scan dim, expected {} (or 1 to broadcast)",
-                    where, l, len, plan.length);
   }
   plan.out_shape = out;
   const Shape out_strides = contiguous_strides(out);

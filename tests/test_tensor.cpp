@@ -1,8 +1,17 @@
 // test_tensor.cpp — Tensor creation, access, reshape, comparison, formatting, allocator reuse.
 #include <ascan/ascan.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <sstream>
+
 namespace {
+
+using ascan::Shape;
+using ascan::Tensor;
 
 TEST(Tensor, FromShapeAndAccess) {
   auto t = ascan::Tensor<float>::from({1, 2, 3, 4, 5, 6}, {2, 3});
@@ -12,6 +21,211 @@ TEST(Tensor, FromShapeAndAccess) {
   EXPECT_EQ(t.at({0, 1}), 2.0f);
   EXPECT_THROW(t(2, 0), ascan::Error);
   EXPECT_THROW(ascan::Tensor<float>::from({1, 2, 3}, {2, 2}), ascan::Error);
+}
+
+TEST(Tensor, ZerosFullAndShapeQueries) {
+  const auto z = Tensor<double>::zeros({2, 0, 3});
+  EXPECT_EQ(z.numel(), 0);
+  EXPECT_EQ(z.rank(), 3);
+  const auto f = Tensor<int32_t>::full({2, 3, 4}, 7);
+  EXPECT_EQ(f.numel(), 24);
+  EXPECT_EQ(f.size(1), 3);
+  EXPECT_EQ(f.size(-1), 4);
+  EXPECT_THROW(f.size(3), ascan::Error);
+  for (int64_t i = 0; i < f.numel(); ++i) ASSERT_EQ(f.data()[i], 7);
+  const auto s = Tensor<float>::full({}, 2.5f);  // rank 0: one element
+  EXPECT_EQ(s.numel(), 1);
+  EXPECT_EQ(s.data()[0], 2.5f);
+  const auto d = Tensor<double>::zeros({3, 2});
+  for (int64_t i = 0; i < d.numel(); ++i) ASSERT_EQ(d.data()[i], 0.0);
+}
+
+TEST(Tensor, RandomIsSeededAndInRange) {
+  const auto a = Tensor<double>::random({1000}, 42, -2.0, 3.0), b = Tensor<double>::random({1000}, 42, -2.0, 3.0);
+  const auto c = Tensor<double>::random({1000}, 43, -2.0, 3.0);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  for (int64_t i = 0; i < a.numel(); ++i) ASSERT_TRUE(a.data()[i] >= -2.0 && a.data()[i] < 3.0) << a.data()[i];
+  // Integers: inclusive bounds, every value reached.
+  const auto k = Tensor<int32_t>::random({2000}, 7, -2, 2);
+  std::set<int32_t> seen(k.data(), k.data() + k.numel());
+  EXPECT_EQ(seen, (std::set<int32_t>{-2, -1, 0, 1, 2}));
+  // randn: seeded, roughly standard normal.
+  const auto n1 = Tensor<float>::randn({20000}, 5), n2 = Tensor<float>::randn({20000}, 5);
+  EXPECT_EQ(n1, n2);
+  EXPECT_NE(n1, Tensor<float>::randn({20000}, 6));
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < n1.numel(); ++i) mean += n1.data()[i];
+  mean /= n1.numel();
+  for (int64_t i = 0; i < n1.numel(); ++i) var += (n1.data()[i] - mean) * (n1.data()[i] - mean);
+  var /= n1.numel();
+  EXPECT_NEAR(mean, 0.0, 0.05);  // 7 standard errors
+  EXPECT_NEAR(var, 1.0, 0.07);
+}
+
+TEST(Tensor, ReshapeSharesStorageAndInfers) {
+  auto t = Tensor<int64_t>::from({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4});
+  auto r = t.reshape({2, -1, 3});
+  EXPECT_EQ(r.shape(), (Shape{2, 2, 3}));
+  EXPECT_TRUE(r.shares_storage_with(t));
+  EXPECT_EQ(r.data(), t.data());
+  r(1, 1, 2) = 100;  // writes through to t
+  EXPECT_EQ(t(2, 3), 100);
+  EXPECT_EQ(t.reshape({-1}).shape(), (Shape{12}));
+  EXPECT_EQ(t.reshape({12, 1, 1}).shape(), (Shape{12, 1, 1}));
+  EXPECT_THROW(t.reshape({5, -1}), ascan::Error);      // 12 is not a multiple of 5
+  EXPECT_THROW(t.reshape({-1, -1}), ascan::Error);     // two unknowns
+  EXPECT_THROW(t.reshape({2, 5}), ascan::Error);       // wrong count
+  EXPECT_THROW(t.reshape({-2, -6}), ascan::Error);     // negative extents
+  EXPECT_THROW(Tensor<float>::zeros({0, 3}).reshape({0, -1}), ascan::Error);  // -1 ambiguous
+  try {
+    t.reshape({5, 3});
+  } catch (const ascan::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ascan::Tensor::reshape()"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[5, 3]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Tensor, CopiesShareStorageClonesDoNot) {
+  auto t = Tensor<float>::from({1, 2, 3, 4}, {2, 2});
+  auto shared = t;
+  auto deep = t.clone();
+  shared(0, 0) = 10;
+  EXPECT_EQ(t(0, 0), 10);
+  EXPECT_TRUE(shared.shares_storage_with(t));
+  EXPECT_FALSE(deep.shares_storage_with(t));
+  EXPECT_EQ(deep(0, 0), 1);
+  deep(1, 1) = -1;
+  EXPECT_EQ(t(1, 1), 4);
+  auto target = Tensor<float>::zeros({2, 2});
+  target.copy_from(t);
+  EXPECT_EQ(target, t);
+  EXPECT_FALSE(target.shares_storage_with(t));
+  EXPECT_THROW(target.copy_from(Tensor<float>::zeros({4})), ascan::Error);
+  const auto as_int = Tensor<float>::from({1.75f, -2.5f}, {2}).cast<int64_t>();
+  EXPECT_EQ(as_int, Tensor<int64_t>::from({1, -2}, {2}));
+}
+
+TEST(Tensor, EqualityAndAllclose) {
+  const auto a = Tensor<double>::from({1, 2, 3, 4}, {2, 2});
+  EXPECT_TRUE(a == Tensor<double>::from({1, 2, 3, 4}, {2, 2}));
+  EXPECT_FALSE(a == Tensor<double>::from({1, 2, 3, 4}, {4}));      // shape matters
+  EXPECT_FALSE(a == Tensor<double>::from({1, 2, 3, 4.0000001}, {2, 2}));
+  const auto nan = Tensor<double>::full({1}, NAN);
+  EXPECT_FALSE(nan == nan);  // exact: NaN != NaN
+  EXPECT_TRUE(ascan::allclose(nan, nan));
+  EXPECT_TRUE(ascan::allclose(a, Tensor<double>::from({1, 2, 3, 4.00001}, {2, 2}), 1e-5, 0));
+  EXPECT_FALSE(ascan::allclose(a, Tensor<double>::from({1, 2, 3, 4.001}, {2, 2}), 1e-5, 0));
+  EXPECT_TRUE(ascan::allclose(a, Tensor<double>::from({1, 2, 3, 4.001}, {2, 2}), 0, 2e-3));
+  EXPECT_FALSE(ascan::allclose(a, a.reshape({4})));
+  const auto inf = Tensor<double>::full({2}, INFINITY);
+  EXPECT_TRUE(ascan::allclose(inf, inf));
+  // Only equal infinities match: |a - b| = inf must not pass as "within rtol·|b| = inf".
+  EXPECT_FALSE(ascan::allclose(inf, Tensor<double>::full({2}, -INFINITY)));
+  EXPECT_FALSE(ascan::allclose(Tensor<double>::full({2}, 5.0), inf));
+}
+
+TEST(Tensor, Formatting) {
+  const auto t = Tensor<float>::from({1, 2, 3, 4, 5.5f, 6}, {2, 3});
+  EXPECT_EQ(fmt::format("{}", t), "Tensor<float>[2, 3] [[1, 2, 3], [4, 5.5, 6]]");
+  std::ostringstream os;
+  os << Tensor<int64_t>::from({-1, 2}, {2});
+  EXPECT_EQ(os.str(), "Tensor<int64>[2] [-1, 2]");
+  EXPECT_EQ(fmt::format("{}", Tensor<double>::full({}, 0.25)), "Tensor<double>[] 0.25");
+  // Long dims are summarised as the first three, "...", the last three.
+  auto long_t = Tensor<int32_t>::zeros({10});
+  for (int i = 0; i < 10; ++i) long_t.data()[i] = i;
+  EXPECT_EQ(fmt::format("{}", long_t), "Tensor<int32>[10] [0, 1, 2, ..., 7, 8, 9]");
+  EXPECT_EQ(fmt::format("{}", Tensor<int32_t>::zeros({2, 7})),
+            "Tensor<int32>[2, 7] [[0, 0, 0, ..., 0, 0, 0], [0, 0, 0, ..., 0, 0, 0]]");
+  EXPECT_LT(fmt::format("{}", Tensor<float>::zeros({1000, 1000})).size(), 200u);
+}
+
+TEST(TensorOps, MatmulMatchesHandComputed) {
+  const auto a = Tensor<double>::from({1, 2, 3, 4, 5, 6}, {2, 3});
+  const auto b = Tensor<double>::from({7, 8, 9, 10, 11, 12}, {3, 2});
+  // [1 2 3; 4 5 6] x [7 8; 9 10; 11 12] = [58 64; 139 154]
+  EXPECT_EQ(matmul(a, b), Tensor<double>::from({58, 64, 139, 154}, {2, 2}));
+  EXPECT_EQ(matmul(a, Tensor<double>::from({1, 0, -1}, {3})), Tensor<double>::from({-2, -2}, {2}));
+  EXPECT_EQ(matmul(Tensor<double>::from({1, -1}, {2}), a), Tensor<double>::from({-3, -3, -3}, {3}));
+  // Non-commutative: [0 1; 0 0] x [0 0; 1 0] = [1 0; 0 0], the other order [0 0; 0 1].
+  const auto p = Tensor<int64_t>::from({0, 1, 0, 0}, {2, 2}), q = Tensor<int64_t>::from({0, 0, 1, 0}, {2, 2});
+  EXPECT_EQ(matmul(p, q), Tensor<int64_t>::from({1, 0, 0, 0}, {2, 2}));
+  EXPECT_EQ(matmul(q, p), Tensor<int64_t>::from({0, 0, 0, 1}, {2, 2}));
+  // Batched: [2, 2, 2] x [2, 2, 2].
+  const auto pq = Tensor<int64_t>::from({0, 1, 0, 0, 0, 0, 1, 0}, {2, 2, 2});
+  const auto qp = Tensor<int64_t>::from({0, 0, 1, 0, 0, 1, 0, 0}, {2, 2, 2});
+  EXPECT_EQ(matmul(pq, qp), Tensor<int64_t>::from({1, 0, 0, 0, 0, 0, 0, 1}, {2, 2, 2}));
+  EXPECT_THROW(matmul(a, a), ascan::Error);
+  EXPECT_EQ(transpose(a), Tensor<double>::from({1, 4, 2, 5, 3, 6}, {3, 2}));
+}
+
+TEST(TensorOps, BroadcastingArithmetic) {
+  const auto col = Tensor<int64_t>::from({1, 2, 3}, {3, 1});
+  const auto row = Tensor<int64_t>::from({10, 20, 30, 40}, {1, 4});
+  EXPECT_EQ(col + row, Tensor<int64_t>::from({11, 21, 31, 41, 12, 22, 32, 42, 13, 23, 33, 43}, {3, 4}));
+  EXPECT_EQ(row - col, Tensor<int64_t>::from({9, 19, 29, 39, 8, 18, 28, 38, 7, 17, 27, 37}, {3, 4}));
+  EXPECT_EQ(col * row, Tensor<int64_t>::from({10, 20, 30, 40, 20, 40, 60, 80, 30, 60, 90, 120}, {3, 4}));
+  EXPECT_EQ(Tensor<double>::from({1, 2}, {2}) / Tensor<double>::from({4}, {1}), Tensor<double>::from({0.25, 0.5}, {2}));
+  EXPECT_EQ(-col, Tensor<int64_t>::from({-1, -2, -3}, {3, 1}));
+  EXPECT_EQ(col + int64_t{1}, Tensor<int64_t>::from({2, 3, 4}, {3, 1}));
+  EXPECT_EQ(int64_t{2} * col, Tensor<int64_t>::from({2, 4, 6}, {3, 1}));
+  EXPECT_EQ(sum(col * row).data()[0], 600);
+  EXPECT_THROW(col + Tensor<int64_t>::zeros({2, 4}), ascan::Error);
+}
+
+// <broadcast_to(a), g> == <a, reduce_to(g)> for every a and g: reduce_to is the adjoint.
+TEST(TensorOps, ReduceToIsTheAdjointOfBroadcastTo) {
+  const Shape target{4, 3, 5};
+  for (const Shape& small : {Shape{3, 1}, Shape{1, 3, 5}, Shape{5}, Shape{4, 1, 1}, Shape{}, Shape{4, 3, 5}}) {
+    SCOPED_TRACE(ascan::format_shape(small));
+    const auto a = Tensor<int64_t>::random(small, 1, -9, 9), g = Tensor<int64_t>::random(target, 2, -9, 9);
+    const auto big = broadcast_to(a, target);
+    ASSERT_EQ(big.shape(), target);
+    const auto reduced = reduce_to(g, small);
+    ASSERT_EQ(reduced.shape(), small);
+    int64_t lhs = 0, rhs = 0;
+    for (int64_t i = 0; i < big.numel(); ++i) lhs += big.data()[i] * g.data()[i];
+    for (int64_t i = 0; i < a.numel(); ++i) rhs += a.data()[i] * reduced.data()[i];
+    EXPECT_EQ(lhs, rhs);
+  }
+  EXPECT_EQ(broadcast_to(Tensor<int64_t>::from({1, 2}, {2, 1}), {2, 3}), Tensor<int64_t>::from({1, 1, 1, 2, 2, 2}, {2, 3}));
+  EXPECT_EQ(reduce_to(Tensor<int64_t>::from({1, 2, 3, 4, 5, 6}, {2, 3}), {1, 3}), Tensor<int64_t>::from({5, 7, 9}, {1, 3}));
+  EXPECT_THROW(broadcast_to(Tensor<int64_t>::zeros({3}), {4}), ascan::Error);
+  EXPECT_THROW(broadcast_to(Tensor<int64_t>::zeros({2, 3}), {3}), ascan::Error);
+  EXPECT_THROW(reduce_to(Tensor<int64_t>::zeros({3}), {4}), ascan::Error);
+}
+
+TEST(TensorOps, Select) {
+  const auto t = Tensor<int64_t>::from({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23}, {2, 3, 4});
+  EXPECT_EQ(select(t, 0, 1), Tensor<int64_t>::from({12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23}, {3, 4}));
+  EXPECT_EQ(select(t, 1, 2), Tensor<int64_t>::from({8, 9, 10, 11, 20, 21, 22, 23}, {2, 4}));
+  EXPECT_EQ(select(t, -1, 3), Tensor<int64_t>::from({3, 7, 11, 15, 19, 23}, {2, 3}));
+  EXPECT_FALSE(select(t, 0, 0).shares_storage_with(t));
+  EXPECT_THROW(select(t, 1, 3), ascan::Error);
+  EXPECT_THROW(select(t, 3, 0), ascan::Error);
+}
+
+// The caching allocator: a freed block is reused for the next allocation of its size class.
+TEST(Allocator, FreedBlockIsReused) {
+  const ascan::Shape shape{(3 << 20) / 8 + 5};  // ~3 MiB of doubles, a size class few others use
+  { auto warm = Tensor<double>::zeros(shape); }
+  const auto before = ascan::allocator_stats();
+  {
+    auto t = Tensor<double>::zeros(shape);
+    EXPECT_GE(ascan::allocator_stats().bytes_in_use, before.bytes_in_use + (3 << 20));
+  }
+  { auto t = Tensor<double>::zeros(shape); }
+  const auto after = ascan::allocator_stats();
+  EXPECT_EQ(after.system_allocations, before.system_allocations);
+  EXPECT_EQ(after.cache_hits, before.cache_hits + 2);
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  // empty_cache() hands cached blocks back; the next allocation goes to the system again.
+  ascan::empty_cache();
+  EXPECT_EQ(ascan::allocator_stats().bytes_cached, 0);
+  EXPECT_GT(ascan::allocator_stats().system_frees, after.system_frees);
+  { auto t = Tensor<double>::zeros(shape); }
+  EXPECT_EQ(ascan::allocator_stats().system_allocations, after.system_allocations + 1);
 }
 
 }  // namespace

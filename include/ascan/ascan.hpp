@@ -1,7 +1,8 @@
-// ascan.hpp — umbrella header: tensors, builtin combines and the host associative scan.
+// ascan.hpp — umbrella header: tensors, builtin combines, the host scan and autodiff.
 #pragma once
 
 #include "ascan/allocator.hpp"
+#include "ascan/autodiff.hpp"
 #include "ascan/combine.hpp"
 #include "ascan/error.hpp"
 #include "ascan/format.hpp"

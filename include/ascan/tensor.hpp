@@ -201,6 +201,7 @@ bool allclose(const Tensor<T>& a, const Tensor<T>& b, double rtol = 1e-5, double
     const double x = static_cast<double>(a.data()[i]), y = static_cast<double>(b.data()[i]);
     if (std::isnan(x) && std::isnan(y)) continue;
     if (x == y) continue;  // equal infinities
+    if (std::isinf(x) || std::isinf(y)) return false;  // an infinity is close only to itself
     if (!(std::abs(x - y) <= atol + rtol * std::abs(y))) return false;
   }
   return true;

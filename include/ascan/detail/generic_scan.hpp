@@ -17,6 +17,16 @@
 
 namespace ascan::detail {
 
+// Calls fn on every leaf of a (nested) tuple structure, depth first.
+template <class S, class Fn>
+void visit_leaves(const S& s, Fn&& fn) {
+  if constexpr (is_std_tuple_v<S>) {
+    std::apply([&](const auto&... c) { (visit_leaves(c, fn), ...); }, s);
+  } else {
+    fn(s);
+  }
+}
+
 // A runtime-length list of same-typed leaves (Generic mode only).
 template <class X> struct is_tensor_list : std::false_type {};
 template <class T> struct is_tensor_list<std::vector<Tensor<T>>> : std::true_type {};
@@ -26,6 +36,12 @@ struct GenericScan {
   std::vector<Shape> slice_shapes;  // expected shape of each leaf's slices
   std::string_view where;
   int64_t grain = 1;
+  bool parallel = true;  // false for slices that live on a (single-threaded) autodiff tape
+
+  template <class Body>
+  void for_range(int64_t n, const Body& body) const {
+    if (parallel) parallel_for(n, grain, body); else body(0, n);
+  }
 
   // Calls f and checks that the result has one leaf per input leaf, each of its slice shape.
   template <class F>
@@ -37,10 +53,8 @@ struct GenericScan {
               r.size(), slice_shapes.size());
       for (size_t l = 0; l < r.size(); ++l) check_leaf(l, r[l].shape());
     } else {
-      const auto flat = Tree<X>::flatten(r);
-      [&]<size_t... I>(std::index_sequence<I...>) {
-        (check_leaf(I, std::get<I>(flat).shape()), ...);
-      }(std::make_index_sequence<Tree<X>::num_leaves>{});
+      size_t leaf = 0;
+      visit_leaves(r, [&](const auto& t) { check_leaf(leaf++, t.shape()); });
     }
     return r;
   }
@@ -57,14 +71,14 @@ struct GenericScan {
     const int64_t n = static_cast<int64_t>(xs.size());
     if (n < 2) return xs;
     std::vector<X> pairs(n / 2);
-    parallel_for(n / 2, grain, [&](int64_t b, int64_t e) {
+    for_range(n / 2, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) pairs[i] = combine(f, xs[2 * i], xs[2 * i + 1]);
     });
     std::vector<X> odd = scan(f, std::move(pairs));  // odd[i] = y_{2i+1}
     std::vector<X> ys(n);
     ys[0] = xs[0];
     for (int64_t i = 0; i < n / 2; ++i) ys[2 * i + 1] = std::move(odd[i]);
-    parallel_for((n - 1) / 2, grain, [&](int64_t b, int64_t e) {
+    for_range((n - 1) / 2, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) ys[2 * i + 2] = combine(f, ys[2 * i + 1], xs[2 * i + 2]);
     });
     return ys;

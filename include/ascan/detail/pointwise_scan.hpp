@@ -36,6 +36,7 @@ inline constexpr int64_t kMaxLanes = 256;            // accumulator tile per col
 inline constexpr int64_t kBlockBytes = 96 << 10;     // inputs + outputs of one block (L2-resident)
 inline constexpr int64_t kParallelMinElements = 1 << 15;  // below this, no thread hand-off
 inline constexpr int64_t kMinSegmentRows = 16;       // shorter blocks are not cut into segments
+inline constexpr int kSpinsBeforeYield = 64;          // ~1-2 us of pause before yielding the core
 
 template <size_t N, class Fn>
 ASCAN_ALWAYS_INLINE void static_for(Fn&& fn) {
@@ -43,9 +44,6 @@ ASCAN_ALWAYS_INLINE void static_for(Fn&& fn) {
     (fn(std::integral_constant<size_t, I>{}), ...);
   }(std::make_index_sequence<N>{});
 }
-
-template <class E> struct is_std_tuple : std::false_type {};
-template <class... Es> struct is_std_tuple<std::tuple<Es...>> : std::true_type {};
 
 // Converts a combine result to the element structure E (static_cast at the leaves).
 template <class E, class R>
@@ -88,6 +86,11 @@ class PointwiseRunner {
                   const PointwisePlan& plan, bool reverse)
       : f_(f), plan_(plan), reverse_(reverse) {
     T_ = plan.length;
+    if (plan.numel() == 0) {  // nothing to do (an extent of 0 anywhere); keep the sizes sane
+      group_lanes_ = groups_per_column_ = rows_ = num_blocks_ = 1;
+      num_items_ = 0;
+      return;
+    }
     group_lanes_ = std::min(plan.run, kMaxLanes);
     groups_per_column_ = (plan.run + group_lanes_ - 1) / group_lanes_;
     int64_t bytes_per_lane_row = 0;
@@ -179,9 +182,11 @@ class PointwiseRunner {
     // k = 0 (none for the first block), then the (already fixed) last row of segment k - 1.
     bool have_prefix = false;
     if (b > 0) {
+      // A predecessor on a running core finishes within microseconds; past a short spin it is
+      // likely descheduled (more runnable threads than cores), so give the core away.
       for (int spins = 0; !done_[item - 1].load(std::memory_order_acquire); ++spins) {
         if (failed_.load(std::memory_order_relaxed)) return false;
-        if (spins > 2000) std::this_thread::yield(); else cpu_relax();
+        if (spins > kSpinsBeforeYield) std::this_thread::yield(); else cpu_relax();
       }
       have_prefix = true;
     }

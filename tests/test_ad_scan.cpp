@@ -1,0 +1,210 @@
+// test_ad_scan.cpp — gradients of the differentiable scan against float64 finite differences over
+// the combine catalogue × dims × reverse × sizes, random cotangents per output.
+#include <cmath>
+#include <tuple>
+
+#include "ad_test_util.hpp"
+
+namespace {
+
+using namespace ascan_test;
+namespace ad = ascan::ad;
+
+// Non-commutative affine maps x -> a x + b composed left first (same algebra as the linear
+// recurrence, written by the user).
+const auto affine = [](auto l, auto r) {
+  auto [a1, b1] = l;
+  auto [a2, b2] = r;
+  return std::tuple{a2 * a1, a2 * b1 + b2};
+};
+// Welford / Chan merge of (count, mean, M2) summaries.
+const auto welford = [](auto l, auto r) {
+  auto [n1, m1, s1] = l;
+  auto [n2, m2, s2] = r;
+  auto n = n1 + n2;
+  auto delta = m2 - m1;
+  return std::tuple{n, m1 + delta * n2 / n, s1 + s2 + delta * delta * n1 * n2 / n};
+};
+// S5-style diagonal complex linear recurrence h_t = λ_t h_{t-1} + u_t on (Re λ, Im λ, Re u, Im u):
+// four coupled leaves.
+const auto s5 = [](auto l, auto r) {
+  auto [lr1, li1, ur1, ui1] = l;
+  auto [lr2, li2, ur2, ui2] = r;
+  return std::tuple{lr2 * lr1 - li2 * li1, lr2 * li1 + li2 * lr1,
+                    lr2 * ur1 - li2 * ui1 + ur2, lr2 * ui1 + li2 * ur1 + ui2};
+};
+
+// Sizes along the scan dim: empty, copy, one combine, odd, 5, a prime, and a power of two.
+const int64_t kSizes[] = {0, 1, 2, 3, 5, 17, 64};
+
+ascan::Shape shape_with(int64_t T, int64_t dim) {
+  ascan::Shape s{2, 3};
+  s.insert(s.begin() + dim, T);
+  return s;
+}
+
+TEST(AdScan, SingleLeafCombines) {
+  for (int64_t T : kSizes)
+    for (int64_t dim : {0, 1, 2})
+      for (bool rev : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "T=" << T << " dim=" << dim << " reverse=" << rev);
+        const ascan::Shape s = shape_with(T, dim);
+        const int64_t d = dim == 2 ? -1 : dim;  // negative dims too
+        const ascan::ScanOptions o{.reverse = rev};
+        EXPECT_GRADCHECK([=](const auto& x) { return ascan::associative_scan(ascan::add, x[0], d, o); }, {randn(s, 1)});
+        EXPECT_GRADCHECK([=](const auto& x) { return ascan::associative_scan(ascan::mul, x[0], d, o); },
+                         {uniform(s, 2, 0.5, 1.5)});
+        // max/min away from ties: distinct values spaced far more than eps apart.
+        EXPECT_GRADCHECK([=](const auto& x) { return ascan::associative_scan(ascan::max, x[0], d, o); }, {randn(s, 3)});
+        EXPECT_GRADCHECK([=](const auto& x) { return ascan::associative_scan(ascan::min, x[0], d, o); }, {randn(s, 4)});
+        EXPECT_GRADCHECK([=](const auto& x) { return ascan::associative_scan(ascan::logaddexp, x[0], d, o); },
+                         {randn(s, 5)});
+      }
+}
+
+TEST(AdScan, CoupledLeafCombines) {
+  for (int64_t T : kSizes)
+    for (int64_t dim : {0, 2})
+      for (bool rev : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "T=" << T << " dim=" << dim << " reverse=" << rev);
+        const ascan::Shape s = shape_with(T, dim);
+        const ascan::ScanOptions o{.reverse = rev};
+        // gradcheck checks each output on its own with its own random cotangent: a loss that
+        // touches only the second output of the linear recurrence or of S5 is included.
+        EXPECT_GRADCHECK([=](const auto& x) { return ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, dim, o); },
+                         {uniform(s, 1, -1.0, 1.0), randn(s, 2)});
+        EXPECT_GRADCHECK([=](const auto& x) { return ascan::associative_scan(affine, std::tuple{x[0], x[1]}, dim, o); },
+                         {uniform(s, 3, -1.2, 1.2), randn(s, 4)});
+        EXPECT_GRADCHECK([=](const auto& x) { return ascan::associative_scan(welford, std::tuple{x[0], x[1], x[2]}, dim, o); },
+                         {uniform(s, 5, 1.0, 3.0), randn(s, 6), uniform(s, 7, 0.0, 1.0)});
+        EXPECT_GRADCHECK([=](const auto& x) {
+          return ascan::associative_scan(s5, std::tuple{x[0], x[1], x[2], x[3]}, dim, o);
+        }, {uniform(s, 8, -0.7, 0.7), uniform(s, 9, -0.7, 0.7), randn(s, 10), randn(s, 11)});
+      }
+}
+
+TEST(AdScan, NestedTuplesOfLeaves) {
+  const auto nested = [](auto l, auto r) {
+    auto [ab1, c1] = l;
+    auto [ab2, c2] = r;
+    auto [a1, b1] = ab1;
+    auto [a2, b2] = ab2;
+    return std::tuple{std::tuple{a1 * a2, a2 * b1 + b2}, c1 + c2 * a2};
+  };
+  EXPECT_GRADCHECK([=](const auto& x) {
+    return ascan::associative_scan(nested, std::tuple{std::tuple{x[0], x[1]}, x[2]}, 1);
+  }, {uniform({2, 9}, 1, -1.0, 1.0), randn({2, 9}, 2), randn({2, 9}, 3)});
+}
+
+TEST(AdScan, BroadcastLeavesGetGradientsOfTheirOwnShape) {
+  // A decay constant over the last dim, and one constant along the scan dim itself.
+  EXPECT_GRADCHECK([](const auto& x) { return ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, 1); },
+                   {uniform({2, 7, 1}, 1, 0.3, 0.9), randn({2, 7, 4}, 2)});
+  EXPECT_GRADCHECK([](const auto& x) { return ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, 1); },
+                   {uniform({1, 1, 4}, 3, 0.3, 0.9), randn({2, 7, 4}, 4)});
+  VD a = ad::param(uniform({2, 7, 1}, 1, 0.3, 0.9)), b = ad::param(randn({2, 7, 4}, 2));
+  auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{a, b}, 1);
+  ad::backward(ad::sum(yb));
+  EXPECT_EQ(a.grad().shape(), (ascan::Shape{2, 7, 1}));
+  EXPECT_EQ(yb.shape(), (ascan::Shape{2, 7, 4}));
+}
+
+TEST(AdScan, GenericMatrixChainAndCapturedParameter) {
+  for (int64_t T : kSizes)
+    for (bool rev : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "T=" << T << " reverse=" << rev);
+      const ascan::ScanOptions o{.reverse = rev};
+      EXPECT_GRADCHECK([=](const auto& x) {
+        return ascan::associative_scan(ascan::generic([](const auto& A, const auto& B) { return matmul(A, B); }), x[0], 0, o);
+      }, {randn({T, 2, 2}, 1)});
+      // f(A, B) = A W B is associative for any W; W is a parameter captured by the combine.
+      EXPECT_GRADCHECK([=](const VarList& x) {
+        const VD W = x[1];
+        return ascan::associative_scan(ascan::generic([W](const auto& A, const auto& B) { return matmul(matmul(A, W), B); }),
+                                       x[0], 1, o);
+      }, {randn({2, T, 2, 2}, 2) * 0.7, randn({2, 2}, 3)});
+    }
+}
+
+TEST(AdScan, LeavesWithoutGradAndPartialLosses) {
+  VD a = ad::constant(uniform({5, 3}, 1, 0.5, 1.0));
+  VD b = ad::param(randn({5, 3}, 2));
+  auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{a, b}, 0);
+  EXPECT_FALSE(ya.requires_grad() && !b.requires_grad());
+  ad::backward(ad::sum(yb));
+  // h_t = a_t h_{t-1} + b_t: d sum(h) / d b_t = 1 + a_{t+1} + a_{t+1} a_{t+2} + ...
+  for (int64_t j = 0; j < 3; ++j) {
+    double acc = 0;
+    for (int64_t t = 4; t >= 0; --t) {
+      acc = 1.0 + (t < 4 ? a.value()(t + 1, j) * acc : 0.0);
+      EXPECT_NEAR(b.grad()(t, j), acc, 1e-12);
+    }
+  }
+  EXPECT_EQ(a.grad(), TD::zeros({5, 3}));  // constants get nothing
+}
+
+TEST(AdScan, ScanTwiceAndAlongTwoDims) {
+  EXPECT_GRADCHECK([](const auto& x) {
+    auto y = ascan::associative_scan(ascan::logaddexp, x[0], 0);
+    return ascan::associative_scan(ascan::add, y, 1, {.reverse = true});
+  }, {randn({4, 5}, 1)});
+  EXPECT_GRADCHECK([](const auto& x) {
+    auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, 2);
+    return ascan::associative_scan(ascan::mul, yb, 0);
+  }, {uniform({3, 2, 6}, 2, -0.9, 0.9), uniform({3, 2, 6}, 3, 0.5, 1.5)});
+}
+
+TEST(AdScan, ErrorsMatchThePlainScan) {
+  // Both throw: a bad dim, mismatched lengths.
+  EXPECT_TRUE(ad::gradcheck([](const auto& x) { return ascan::associative_scan(ascan::add, x[0], 2); }, {randn({3, 4}, 1)}).ok);
+  EXPECT_TRUE(ad::gradcheck([](const auto& x) {
+    return ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, 0);
+  }, {randn({3, 4}, 1), randn({5, 4}, 2)}).ok);
+  VD x = ad::param(randn({3, 4}, 1));
+  try {
+    ad::associative_scan(ascan::add, x, -3);
+    FAIL() << "expected ascan::Error";
+  } catch (const ascan::Error& e) {
+    EXPECT_THAT(e.what(), testing::StartsWith("ascan::ad::associative_scan(): dim -3"));
+  }
+}
+
+TEST(AdScan, EmptyScanHasEmptyGradients) {
+  VD x = ad::param(TD::zeros({0, 3}));
+  const VD y = ascan::associative_scan(ascan::add, x, 0);
+  EXPECT_EQ(y.shape(), (ascan::Shape{0, 3}));
+  ad::backward(ad::sum(y));
+  EXPECT_EQ(x.grad().shape(), (ascan::Shape{0, 3}));
+}
+
+// float32 gradients against float64 ones at long lengths. With decays a in [0.5, 0.99] the
+// adjoint λ_t = ḡ_t + a_{t+1} λ_{t+1} sums a geometric series of effective depth
+// D = 1 / (1 - 0.99) = 100 terms, each term a product of up to D float32 factors: the worst-case
+// rounding error is about u32 * D relative to the largest gradient (u32 = 2^-24), independent
+// of T — the blocked scan does not accumulate error along the whole sequence.
+TEST(AdScan, Float32GradientsMatchFloat64) {
+  const double u32 = 0x1.0p-24, depth = 100;
+  for (int64_t T : {1000, 100000}) {
+    const TD a64 = uniform({T}, 1, 0.5, 0.99), b64 = randn({T}, 2), w64 = randn({T}, 3);
+    auto grads = [&](auto tag) {
+      using S = decltype(tag);
+      auto a = ad::param(a64.cast<S>()), b = ad::param(b64.cast<S>());
+      auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{a, b}, 0);
+      ad::backward(ad::sum(yb * ad::constant(w64.cast<S>())));
+      return std::pair{a.grad().template cast<double>(), b.grad().template cast<double>()};
+    };
+    const auto [ga32, gb32] = grads(float{});
+    const auto [ga64, gb64] = grads(double{});
+    double scale_a = 0, scale_b = 0;
+    for (int64_t i = 0; i < T; ++i) {
+      scale_a = std::max(scale_a, std::abs(ga64(i)));
+      scale_b = std::max(scale_b, std::abs(gb64(i)));
+    }
+    for (int64_t i = 0; i < T; ++i) {
+      ASSERT_NEAR(gb32(i), gb64(i), u32 * depth * scale_b) << "T=" << T << " i=" << i;
+      ASSERT_NEAR(ga32(i), ga64(i), u32 * depth * scale_a) << "T=" << T << " i=" << i;
+    }
+  }
+}
+
+}  // namespace
