@@ -177,6 +177,44 @@ TEST(AdScan, EmptyScanHasEmptyGradients) {
   EXPECT_EQ(x.grad().shape(), (ascan::Shape{0, 3}));
 }
 
+// Wide layouts (>= 256 independent columns) take the one-pass column sweep; few columns take the
+// flipped associative scan. Both must give the same gradients, and the sweep must pass gradcheck.
+template <size_t L, class F>
+void expect_paths_agree(const F& f, const std::vector<TD>& xs, int64_t dim, bool reverse, uint64_t seed) {
+  using X = decltype(ascan::ad::detail::as_tuple<L>(xs));
+  using Elem = std::conditional_t<L == 1, double, typename ascan::detail::Tree<X>::Elem>;
+  std::vector<TD> ys;
+  if constexpr (L == 1) {
+    ys = {ascan::associative_scan(f, xs[0], dim, {.reverse = reverse})};
+  } else {
+    ys = ascan::ad::detail::as_vector<double>(
+        ascan::associative_scan(f, ascan::ad::detail::as_tuple<L>(xs), dim, {.reverse = reverse}));
+  }
+  std::vector<TD> gbar;
+  for (size_t l = 0; l < L; ++l) gbar.push_back(randn(ys[l].shape(), seed + l));
+  const auto a = ascan::ad::detail::pointwise_vjp_columns<Elem, L>(f, xs, ys, gbar, dim, reverse);
+  const auto b = ascan::ad::detail::pointwise_vjp_flipped<Elem, L>(f, xs, ys, gbar, dim, reverse);
+  for (size_t l = 0; l < L; ++l) EXPECT_TRUE(ascan::allclose(a[l], b[l], 1e-10, 1e-10)) << "leaf " << l;
+}
+
+TEST(AdScan, ColumnSweepAndFlippedScanAgree) {
+  for (bool rev : {false, true}) {
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({3, 40, 100}, 1, -1.0, 1.0), randn({3, 40, 100}, 2)}, 1, rev, 3);
+    expect_paths_agree<4>(s5, {uniform({50, 300}, 4, -0.7, 0.7), uniform({50, 300}, 5, -0.7, 0.7), randn({50, 300}, 6),
+                               randn({50, 300}, 7)}, 0, rev, 8);
+    expect_paths_agree<1>(ascan::logaddexp, {randn({2, 300, 17}, 9)}, 1, rev, 10);
+  }
+}
+
+TEST(AdScan, ColumnSweepPassesGradcheck) {
+  const ascan::ad::GradcheckOptions fast{.fast = true, .num_directions = 6};
+  EXPECT_GRADCHECK([](const auto& x) { return ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, 1); },
+                   {uniform({2, 30, 300}, 1, -1.0, 1.0), randn({2, 30, 300}, 2)}, fast);
+  EXPECT_GRADCHECK([](const auto& x) {
+    return ascan::associative_scan(welford, std::tuple{x[0], x[1], x[2]}, 0, {.reverse = true});
+  }, {uniform({20, 260}, 3, 1.0, 3.0), randn({20, 260}, 4), uniform({20, 260}, 5, 0.0, 1.0)}, fast);
+}
+
 // float32 gradients against float64 ones at long lengths. With decays a in [0.5, 0.99] the
 // adjoint λ_t = ḡ_t + a_{t+1} λ_{t+1} sums a geometric series of effective depth
 // D = 1 / (1 - 0.99) = 100 terms, each term a product of up to D float32 factors: the worst-case

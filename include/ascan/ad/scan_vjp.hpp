@@ -120,12 +120,77 @@ std::vector<Tensor<T>> as_vector(const Tup& t) {
   return std::apply([](const auto&... x) { return std::vector<Tensor<T>>{x...}; }, t);
 }
 
-// Gradients with respect to the (broadcast, full-shape) inputs of a pointwise scan.
-//   xs, ys, gbar: L tensors of the output shape each; dim: resolved scan axis of that shape.
+inline constexpr int64_t kMinColumnsForSweep = 256;
+
+// The same adjoint swept backwards along the scan axis, one column (an [outer, inner] position)
+// per lane, many lanes at a time: one evaluation of f on duals per element gives B_t for ∂x_t
+// and A_t for the next step's g. One pass over xs, ys and ḡ, no per-step Jacobian arrays; used
+// when there are enough independent columns to keep the threads and vector lanes busy.
 template <class Elem, size_t L, class T, class F>
-std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const std::vector<Tensor<T>>& xs,
-                                          const std::vector<Tensor<T>>& ys,
-                                          const std::vector<Tensor<T>>& gbar, int64_t dim, bool reverse) {
+std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const std::vector<Tensor<T>>& xs,
+                                             const std::vector<Tensor<T>>& ys,
+                                             const std::vector<Tensor<T>>& gbar, int64_t dim, bool reverse) {
+  constexpr int64_t W = 64;  // lanes per work item
+  const Shape shape = ys[0].shape();
+  const ScanView v = scan_view(shape, dim);
+  const int64_t T_len = v.length;
+  std::vector<Tensor<T>> dx(L);
+  for (size_t l = 0; l < L; ++l) dx[l] = Tensor<T>::empty(shape);
+  const int64_t chunks = (v.inner + W - 1) / W;
+  ascan::detail::parallel_for(v.outer * chunks, 1, [&](int64_t ib, int64_t ie) {
+    std::array<std::array<T, W>, L> g;
+    std::array<std::array<T, W>, L * L> a_next;  // A_{s+1} per lane
+    std::array<T, L> left, right;
+    std::array<T, L * L> A, B;
+    for (int64_t item = ib; item < ie; ++item) {
+      const int64_t o = item / chunks, i0 = (item % chunks) * W, w = std::min(W, v.inner - i0);
+      const auto row = [&](int64_t s) { return (o * T_len + (reverse ? T_len - 1 - s : s)) * v.inner + i0; };
+      for (int64_t s = T_len - 1; s >= 0; --s) {
+        const int64_t at = row(s);
+        if (s == T_len - 1) {
+          for (size_t l = 0; l < L; ++l)
+            for (int64_t j = 0; j < w; ++j) g[l][j] = gbar[l].data()[at + j];
+        } else {  // g_s = ḡ_s + A_{s+1}ᵀ g_{s+1}, every component from the old g
+          for (int64_t j = 0; j < w; ++j) {
+            std::array<T, L> old;
+            for (size_t l = 0; l < L; ++l) old[l] = g[l][j];
+            for (size_t l = 0; l < L; ++l) {
+              T acc = gbar[l].data()[at + j];
+              for (size_t k = 0; k < L; ++k) acc += a_next[k * L + l][j] * old[k];
+              g[l][j] = acc;
+            }
+          }
+        }
+        if (s == 0) {
+          for (size_t l = 0; l < L; ++l) std::copy(g[l].begin(), g[l].begin() + w, dx[l].data() + at);
+          continue;
+        }
+        const int64_t prev = row(s - 1);
+        for (int64_t j = 0; j < w; ++j) {
+          for (size_t l = 0; l < L; ++l) {
+            left[l] = ys[l].data()[prev + j];
+            right[l] = xs[l].data()[at + j];
+          }
+          jacobians<Elem, L>(f, left, right, A, B);
+          for (size_t m = 0; m < L; ++m) {  // ∂x_s = B_sᵀ g_s
+            T acc = T(0);
+            for (size_t k = 0; k < L; ++k) acc += B[k * L + m] * g[k][j];
+            dx[m].data()[at + j] = acc;
+          }
+          for (size_t e = 0; e < L * L; ++e) a_next[e][j] = A[e];
+        }
+      }
+    }
+  });
+  return dx;
+}
+
+// The adjoint by the flipped associative scan: O(log T) depth along the scan axis, for few long
+// columns (one long sequence). Materialises M_t = A_{t+1}ᵀ for the adjoint scan.
+template <class Elem, size_t L, class T, class F>
+std::vector<Tensor<T>> pointwise_vjp_flipped(const F& f, const std::vector<Tensor<T>>& xs,
+                                             const std::vector<Tensor<T>>& ys,
+                                             const std::vector<Tensor<T>>& gbar, int64_t dim, bool reverse) {
   const Shape shape = ys[0].shape();
   const ScanView v = scan_view(shape, dim);
   const int64_t T_len = v.length;
@@ -193,6 +258,20 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const std::vector<Tensor<T
     }
   });
   return dx;
+}
+
+// Gradients with respect to the (broadcast, full-shape) inputs of a pointwise scan.
+//   xs, ys, gbar: L tensors of the output shape each; dim: resolved scan axis of that shape.
+// Many independent columns take the one-pass column sweep, few long ones the flipped scan; the
+// choice depends on the shape only, so gradients do not depend on the thread count.
+template <class Elem, size_t L, class T, class F>
+std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const std::vector<Tensor<T>>& xs,
+                                          const std::vector<Tensor<T>>& ys,
+                                          const std::vector<Tensor<T>>& gbar, int64_t dim, bool reverse) {
+  const ScanView v = scan_view(ys[0].shape(), dim);
+  if (v.outer * v.inner >= kMinColumnsForSweep)
+    return pointwise_vjp_columns<Elem, L>(f, xs, ys, gbar, dim, reverse);
+  return pointwise_vjp_flipped<Elem, L>(f, xs, ys, gbar, dim, reverse);
 }
 
 }  // namespace ascan::ad::detail
