@@ -19,6 +19,16 @@ void for_each_line(Tensor<T>& t, int64_t dim, Fn fn) {
     for (int64_t i = 0; i < v.inner; ++i) fn(t.data() + o * v.length * v.inner + i, v.inner, v.length);
 }
 
+// Stable log-sum-exp of a strided line.
+template <class T>
+T line_logsumexp(const T* p, int64_t stride, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity(), z = 0;
+  for (int64_t k = 0; k < n; ++k) m = std::max(m, p[k * stride]);
+  if (std::isinf(m)) return m;
+  for (int64_t k = 0; k < n; ++k) z += std::exp(p[k * stride] - m);
+  return m + std::log(z);
+}
+
 }  // namespace
 
 template <class T>
@@ -65,10 +75,8 @@ Var<T> softmax(const Var<T>& a, int64_t dim) {
   const int64_t d = resolve_dim(dim, a.rank(), where, "the operand");
   Tensor<T> y = a.value().clone();
   for_each_line(y, d, [](T* p, int64_t stride, int64_t n) {
-    T m = -std::numeric_limits<T>::infinity(), z = 0;
-    for (int64_t k = 0; k < n; ++k) m = std::max(m, p[k * stride]);
-    for (int64_t k = 0; k < n; ++k) z += (p[k * stride] = std::exp(p[k * stride] - m));
-    for (int64_t k = 0; k < n; ++k) p[k * stride] /= z;
+    const T lse = line_logsumexp(p, stride, n);
+    for (int64_t k = 0; k < n; ++k) p[k * stride] = std::exp(p[k * stride] - lse);
   });
   return record<T>(y, {ia}, [=](TapeState<T>& s, int32_t self) {
     // dx = y * (g - sum(g * y))
@@ -85,10 +93,7 @@ Var<T> log_softmax(const Var<T>& a, int64_t dim) {
   const int64_t d = resolve_dim(dim, a.rank(), where, "the operand");
   Tensor<T> y = a.value().clone();
   for_each_line(y, d, [](T* p, int64_t stride, int64_t n) {
-    T m = -std::numeric_limits<T>::infinity(), z = 0;
-    for (int64_t k = 0; k < n; ++k) m = std::max(m, p[k * stride]);
-    for (int64_t k = 0; k < n; ++k) z += std::exp(p[k * stride] - m);
-    const T lse = m + std::log(z);
+    const T lse = line_logsumexp(p, stride, n);
     for (int64_t k = 0; k < n; ++k) p[k * stride] -= lse;
   });
   return record<T>(y, {ia}, [=](TapeState<T>& s, int32_t self) {

@@ -52,41 +52,27 @@ struct GradcheckReport {
 
 namespace detail {
 
-template <class R> struct Outputs;
-template <> struct Outputs<Var<double>> {
-  static std::vector<Var<double>> list(const Var<double>& v) { return {v}; }
+// The outputs of fn as a flat list of leaves (Var<double> or Tensor<double>): a single leaf, a
+// std::vector of them, or a (nested) std::tuple.
+template <class Leaf, class R> struct Leaves;
+template <class Leaf> struct Leaves<Leaf, Leaf> {
+  static std::vector<Leaf> list(const Leaf& v) { return {v}; }
 };
-template <> struct Outputs<std::vector<Var<double>>> {
-  static std::vector<Var<double>> list(const std::vector<Var<double>>& v) { return v; }
+template <class Leaf> struct Leaves<Leaf, std::vector<Leaf>> {
+  static std::vector<Leaf> list(const std::vector<Leaf>& v) { return v; }
 };
-template <class... Vs> struct Outputs<std::tuple<Vs...>> {
-  static std::vector<Var<double>> list(const std::tuple<Vs...>& t) {
-    std::vector<Var<double>> out;
+template <class Leaf, class... Vs> struct Leaves<Leaf, std::tuple<Vs...>> {
+  static std::vector<Leaf> list(const std::tuple<Vs...>& t) {
+    std::vector<Leaf> out;
     std::apply([&](const auto&... v) { (append(out, v), ...); }, t);
     return out;
   }
-  template <class V> static void append(std::vector<Var<double>>& out, const V& v) {
-    for (const auto& x : Outputs<V>::list(v)) out.push_back(x);
+  template <class V> static void append(std::vector<Leaf>& out, const V& v) {
+    for (const auto& x : Leaves<Leaf, V>::list(v)) out.push_back(x);
   }
 };
-
-template <class R> struct PlainOutputs;
-template <> struct PlainOutputs<Tensor<double>> {
-  static std::vector<Tensor<double>> list(const Tensor<double>& t) { return {t}; }
-};
-template <> struct PlainOutputs<std::vector<Tensor<double>>> {
-  static std::vector<Tensor<double>> list(const std::vector<Tensor<double>>& v) { return v; }
-};
-template <class... Ts> struct PlainOutputs<std::tuple<Ts...>> {
-  static std::vector<Tensor<double>> list(const std::tuple<Ts...>& t) {
-    std::vector<Tensor<double>> out;
-    std::apply([&](const auto&... v) { (append(out, v), ...); }, t);
-    return out;
-  }
-  template <class V> static void append(std::vector<Tensor<double>>& out, const V& v) {
-    for (const auto& x : PlainOutputs<V>::list(v)) out.push_back(x);
-  }
-};
+template <class R> using Outputs = Leaves<Var<double>, R>;
+template <class R> using PlainOutputs = Leaves<Tensor<double>, R>;
 
 // Runs fn on fresh Vars of `inputs` on a scratch tape; returns the output values.
 template <class Fn>

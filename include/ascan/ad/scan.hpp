@@ -92,6 +92,23 @@ std::vector<Var<T>> push_outputs(const std::vector<Tensor<T>>& ys, bool req, std
   return outs;
 }
 
+// The leaves of a Var structure: their ids on the current tape, values and shapes.
+template <class Tree, class V>
+auto collect_inputs(const V& vars) {
+  using T = typename Tree::Scalar;
+  std::vector<Var<T>> in;
+  Tree::flatten(vars, in);
+  std::vector<int32_t> ids;
+  std::vector<Tensor<T>> values;
+  std::vector<Shape> shapes;
+  for (const auto& v : in) {
+    ids.push_back(id_on_current(v, kAdScanName));
+    values.push_back(v.value());
+    shapes.push_back(v.shape());
+  }
+  return std::tuple{ids, values, shapes};
+}
+
 template <class V, class Fn>
 V scan_pointwise(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opts) {
   using Tree = VarTree<V>;
@@ -99,16 +116,7 @@ V scan_pointwise(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opt
   using X = typename Tree::Values;
   using Elem = typename ascan::detail::Tree<X>::Elem;
   constexpr size_t L = ascan::detail::Tree<X>::num_leaves;
-  std::vector<Var<T>> in;
-  Tree::flatten(vars, in);
-  std::vector<int32_t> in_ids;
-  std::vector<Tensor<T>> xs;
-  std::vector<Shape> shapes;
-  for (const auto& v : in) {
-    in_ids.push_back(id_on_current(v, kAdScanName));
-    xs.push_back(v.value());
-    shapes.push_back(v.shape());
-  }
+  const auto [in_ids, xs, shapes] = collect_inputs<Tree>(vars);
   ascan::detail::PointwisePlan plan;
   X ys_struct;
   try {
@@ -148,17 +156,8 @@ template <class V, class Fn>
 V scan_generic(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opts) {
   using Tree = VarTree<V>;
   using T = typename Tree::Scalar;
-  std::vector<Var<T>> in;
-  Tree::flatten(vars, in);
-  const size_t L = in.size();
-  std::vector<int32_t> in_ids;
-  std::vector<Tensor<T>> xs;
-  std::vector<Shape> shapes;
-  for (const auto& v : in) {
-    in_ids.push_back(id_on_current(v, kAdScanName));
-    xs.push_back(v.value());
-    shapes.push_back(v.shape());
-  }
+  const auto [in_ids, xs, shapes] = collect_inputs<Tree>(vars);
+  const size_t L = xs.size();
   const int64_t d = ascan::detail::check_generic_leaves(shapes, dim, kAdScanName);
   const int64_t T_len = shapes[0][d];
   const bool reverse = opts.reverse;
