@@ -151,64 +151,70 @@ GradcheckReport gradcheck(const Fn& fn, const std::vector<Tensor<double>>& input
     for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] = opts.random_cotangents ? normal(gen) : 1.0;
     cotangents.push_back(w);
   }
-  // The scalar <w_o, out_o(x)> in float64, without gradients.
-  auto scalar = [&](size_t o, const std::vector<Tensor<double>>& xs) {
-    return detail::dot(detail::eval_values(fn, xs)[o], cotangents[o]);
+  // <w_o, out_o(x)> for every output o from one evaluation, in float64, without gradients.
+  auto scalars = [&](const std::vector<Tensor<double>>& xs) {
+    const auto values = detail::eval_values(fn, xs);
+    std::vector<double> out(num_outputs);
+    for (size_t o = 0; o < num_outputs; ++o) out[o] = detail::dot(values[o], cotangents[o]);
+    return out;
   };
+  // analytical[o][k]: the vector-Jacobian product of output o with its cotangent, for input k.
+  std::vector<std::vector<Tensor<double>>> analytical(num_outputs);
   for (size_t o = 0; o < num_outputs; ++o) {
-    std::vector<Tensor<double>> analytical;
-    {
-      Tape<double> tape;
-      std::vector<Var<double>> vs;
-      for (const auto& t : inputs) vs.push_back(param(t));
-      const auto outs = detail::Outputs<std::decay_t<decltype(fn(vs))>>::list(fn(vs));
-      if (outs[o].requires_grad()) backward(outs[o], cotangents[o]);
-      for (const auto& v : vs) analytical.push_back(v.grad().clone());
-    }
-    auto check = [&](double num, double ana, std::string where) {
-      ++report.num_checked;
-      const double err = std::abs(num - ana), tol = opts.atol + opts.rtol * std::abs(num);
-      report.max_abs_error = std::max(report.max_abs_error, err);
-      if (!(err <= tol))
-        fail(fmt::format("output {}, {}: numerical {:.10g} vs analytical {:.10g} (|diff| {:.3g} > tol {:.3g})",
-                         o, where, num, ana, err, tol));
-    };
-    if (!opts.fast) {
-      for (size_t k = 0; k < inputs.size(); ++k)
-        for (int64_t i = 0; i < inputs[k].numel(); ++i) {
-          std::vector<Tensor<double>> xs(inputs.begin(), inputs.end());
-          xs[k] = inputs[k].clone();
-          const double x0 = xs[k].data()[i];
-          xs[k].data()[i] = x0 + opts.eps;
-          const double up = scalar(o, xs);
-          xs[k].data()[i] = x0 - opts.eps;
-          const double down = scalar(o, xs);
-          check((up - down) / (2 * opts.eps), analytical[k].data()[i], fmt::format("input {}, index {}", k, i));
-        }
-    } else {
-      for (int d = 0; d < opts.num_directions; ++d) {
-        std::vector<Tensor<double>> dir;
-        double norm = 0;
-        for (const auto& t : inputs) {
-          auto v = Tensor<double>::empty(t.shape());
-          for (int64_t i = 0; i < v.numel(); ++i) norm += (v.data()[i] = normal(gen)) * v.data()[i];
-          dir.push_back(v);
-        }
-        norm = std::sqrt(norm);
-        double ana = 0;
-        std::vector<Tensor<double>> up(inputs.size()), down(inputs.size());
-        for (size_t k = 0; k < inputs.size(); ++k) {
-          up[k] = inputs[k].clone();
-          down[k] = inputs[k].clone();
-          for (int64_t i = 0; i < inputs[k].numel(); ++i) {
-            const double step = dir[k].data()[i] / norm;
-            ana += analytical[k].data()[i] * step;
-            up[k].data()[i] += opts.eps * step;
-            down[k].data()[i] -= opts.eps * step;
-          }
-        }
-        check((scalar(o, up) - scalar(o, down)) / (2 * opts.eps), ana, fmt::format("random direction {}", d));
+    Tape<double> tape;
+    std::vector<Var<double>> vs;
+    for (const auto& t : inputs) vs.push_back(param(t));
+    const auto outs = detail::Outputs<std::decay_t<decltype(fn(vs))>>::list(fn(vs));
+    if (outs[o].requires_grad()) backward(outs[o], cotangents[o]);
+    for (const auto& v : vs) analytical[o].push_back(v.grad().clone());
+  }
+  auto check = [&](size_t o, double num, double ana, const std::string& where) {
+    ++report.num_checked;
+    const double err = std::abs(num - ana), tol = opts.atol + opts.rtol * std::abs(num);
+    report.max_abs_error = std::max(report.max_abs_error, err);
+    if (!(err <= tol))
+      fail(fmt::format("output {}, {}: numerical {:.10g} vs analytical {:.10g} (|diff| {:.3g} > tol {:.3g})",
+                       o, where, num, ana, err, tol));
+  };
+  if (!opts.fast) {
+    for (size_t k = 0; k < inputs.size(); ++k)
+      for (int64_t i = 0; i < inputs[k].numel(); ++i) {
+        std::vector<Tensor<double>> xs(inputs.begin(), inputs.end());
+        xs[k] = inputs[k].clone();
+        const double x0 = xs[k].data()[i];
+        xs[k].data()[i] = x0 + opts.eps;
+        const auto up = scalars(xs);
+        xs[k].data()[i] = x0 - opts.eps;
+        const auto down = scalars(xs);
+        for (size_t o = 0; o < num_outputs; ++o)
+          check(o, (up[o] - down[o]) / (2 * opts.eps), analytical[o][k].data()[i],
+                fmt::format("input {}, index {}", k, i));
       }
+  } else {
+    for (int d = 0; d < opts.num_directions; ++d) {
+      std::vector<Tensor<double>> up(inputs.size()), down(inputs.size());
+      std::vector<Tensor<double>> dir;
+      double norm = 0;
+      for (const auto& t : inputs) {
+        auto v = Tensor<double>::empty(t.shape());
+        for (int64_t i = 0; i < v.numel(); ++i) norm += (v.data()[i] = normal(gen)) * v.data()[i];
+        dir.push_back(v);
+      }
+      norm = std::sqrt(norm);
+      std::vector<double> ana(num_outputs, 0.0);
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        up[k] = inputs[k].clone();
+        down[k] = inputs[k].clone();
+        for (int64_t i = 0; i < inputs[k].numel(); ++i) {
+          const double step = dir[k].data()[i] / norm;
+          for (size_t o = 0; o < num_outputs; ++o) ana[o] += analytical[o][k].data()[i] * step;
+          up[k].data()[i] += opts.eps * step;
+          down[k].data()[i] -= opts.eps * step;
+        }
+      }
+      const auto su = scalars(up), sd = scalars(down);
+      for (size_t o = 0; o < num_outputs; ++o)
+        check(o, (su[o] - sd[o]) / (2 * opts.eps), ana[o], fmt::format("random direction {}", d));
     }
   }
   if (!report.ok)

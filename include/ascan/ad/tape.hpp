@@ -101,10 +101,28 @@ struct TapeState {
   }
 };
 
+// Ends a tape: backward functions may hold Vars of their own tape (a generic combine that
+// captures a parameter), a reference cycle that is broken here.
+template <class T>
+void close_tape(TapeState<T>& s) {
+  s.alive = false;
+  s.backward_fns.clear();
+  s.imports.clear();
+  s.import_ids.clear();
+}
+
+template <class T>
+struct TapeStack {
+  std::vector<std::shared_ptr<TapeState<T>>> tapes;
+  ~TapeStack() {
+    for (auto& t : tapes) close_tape(*t);
+  }
+};
+
 template <class T>
 std::vector<std::shared_ptr<TapeState<T>>>& tape_stack() {
-  thread_local std::vector<std::shared_ptr<TapeState<T>>> stack;
-  return stack;
+  thread_local TapeStack<T> stack;
+  return stack.tapes;
 }
 
 // The innermost live tape of this thread (a default tape when the user made none).
@@ -134,7 +152,7 @@ class Tape {
     stack.push_back(state_);
   }
   ~Tape() {
-    state_->alive = false;
+    detail::close_tape(*state_);
     auto& stack = detail::tape_stack<T>();
     if (!stack.empty() && stack.back() == state_) stack.pop_back();
   }
