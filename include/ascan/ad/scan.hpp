@@ -213,6 +213,7 @@ V scan_generic(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opts)
     std::vector<Tensor<T>> g(L);  // adjoint at the current scan step
     for (size_t l = 0; l < L; ++l) g[l] = gbar[l][step(T_len - 1)];
     Tape<T> nested;
+    EnableGradGuard record_vjps;
     for (int64_t t = T_len - 1; t >= 1; --t) {
       const int32_t mark = nested.mark();
       std::vector<Var<T>> left, right;

@@ -200,4 +200,17 @@ class NoGradGuard {
 
 inline bool grad_enabled() { return detail::grad_mode_enabled(); }
 
+// Turns gradient recording on for a scope (used where a VJP must be recorded, e.g. inside a
+// backward sweep started under a NoGradGuard).
+class EnableGradGuard {
+ public:
+  EnableGradGuard() : previous_(detail::grad_mode_enabled()) { detail::grad_mode_enabled() = true; }
+  ~EnableGradGuard() { detail::grad_mode_enabled() = previous_; }
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace ascan::ad
