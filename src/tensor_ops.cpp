@@ -3,6 +3,7 @@
 
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <cstring>
 
 namespace ascan {
@@ -25,17 +26,24 @@ Shape broadcast_strides(const Shape& in_shape, const Shape& out_shape) {
   return strides;
 }
 
-// Calls body(out_index, a_offset, b_offset) for every element of out_shape, odometer order.
-template <class Body>
-void for_each_broadcast(const Shape& out_shape, const Shape& sa, const Shape& sb, Body body) {
+// Calls row(out_index, a_offset, b_offset, n, a_step, b_step) for every run of the last dim of
+// out_shape (n elements, operands advancing by a_step / b_step, each 0 or 1 in practice), in
+// row-major order. The odometer runs once per row, so the inner loops stay tight.
+template <class Row>
+void for_each_broadcast_row(const Shape& out_shape, const Shape& sa, const Shape& sb, Row row) {
   const int64_t n = shape_numel(out_shape);
   if (n == 0) return;
+  if (out_shape.empty()) {
+    row(0, 0, 0, 1, 0, 0);
+    return;
+  }
   const size_t rank = out_shape.size();
+  const int64_t len = out_shape[rank - 1];
   std::vector<int64_t> idx(rank, 0);
   int64_t oa = 0, ob = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    body(i, oa, ob);
-    for (size_t d = rank; d-- > 0;) {
+  for (int64_t i = 0; i < n; i += len) {
+    row(i, oa, ob, len, sa[rank - 1], sb[rank - 1]);
+    for (size_t d = rank - 1; d-- > 0;) {
       if (++idx[d] < out_shape[d]) {
         oa += sa[d];
         ob += sb[d];
@@ -62,7 +70,9 @@ Tensor<T> binary(const Tensor<T>& a, const Tensor<T>& b, const char* name, Op op
   const T* pa = a.data();
   const T* pb = b.data();
   T* po = out.data();
-  for_each_broadcast(shape, sa, sb, [&](int64_t i, int64_t oa, int64_t ob) { po[i] = op(pa[oa], pb[ob]); });
+  for_each_broadcast_row(shape, sa, sb, [&](int64_t i, int64_t oa, int64_t ob, int64_t n, int64_t da, int64_t db) {
+    for (int64_t k = 0; k < n; ++k) po[i + k] = op(pa[oa + k * da], pb[ob + k * db]);
+  });
   return out;
 }
 
@@ -166,7 +176,10 @@ Tensor<T> broadcast_to(const Tensor<T>& a, const Shape& shape) {
   const Shape sa = broadcast_strides(a.shape(), shape);
   const T* pa = a.data();
   T* po = out.data();
-  for_each_broadcast(shape, sa, sa, [&](int64_t i, int64_t oa, int64_t) { po[i] = pa[oa]; });
+  for_each_broadcast_row(shape, sa, sa, [&](int64_t i, int64_t oa, int64_t, int64_t n, int64_t da, int64_t) {
+    if (da == 0) std::fill_n(po + i, n, pa[oa]);
+    else std::copy_n(pa + oa, n, po + i);
+  });
   return out;
 }
 
@@ -181,7 +194,15 @@ Tensor<T> reduce_to(const Tensor<T>& a, const Shape& shape) {
   const Shape so = broadcast_strides(shape, a.shape());
   const T* pa = a.data();
   T* po = out.data();
-  for_each_broadcast(a.shape(), so, so, [&](int64_t i, int64_t oo, int64_t) { po[oo] += pa[i]; });
+  for_each_broadcast_row(a.shape(), so, so, [&](int64_t i, int64_t oo, int64_t, int64_t n, int64_t d, int64_t) {
+    if (d == 0) {
+      T acc = T(0);
+      for (int64_t k = 0; k < n; ++k) acc += pa[i + k];
+      po[oo] += acc;
+    } else {
+      for (int64_t k = 0; k < n; ++k) po[oo + k] += pa[i + k];
+    }
+  });
   return out;
 }
 
