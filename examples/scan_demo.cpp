@@ -19,6 +19,23 @@ int main() {
   auto [ya, h] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{a, b}, 0);
   fmt::print("linear recurrence h = {}\n", h);
 
+  // Any associative combine, written generically on elements: affine maps x -> a x + b composed
+  // left first (not commutative).
+  auto affine = [](auto l, auto r) {
+    auto [a1, b1] = l;
+    auto [a2, b2] = r;
+    return std::tuple{a2 * a1, a2 * b1 + b2};
+  };
+  auto [ca, cb] = ascan::associative_scan(affine, std::tuple{a, b}, 0);
+  fmt::print("composed affine maps: a = {}, b = {}\n", ca, cb);
+
+  // Gradients: d/db of sum(w * h) through the scan, exact, by a flipped scan.
+  namespace ad = ascan::ad;
+  auto av = ad::param(a), bv = ad::param(b);
+  auto [ya_v, h_v] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{av, bv}, 0);
+  ad::backward(ad::sum(h_v * ad::constant(ascan::Tensor<float>::from({0, 0, 0, 0, 0, 1}, {6}))));
+  fmt::print("d h_5 / d b        = {}\n", bv.grad());
+
   // Generic mode: running product of 2x2 matrices (non-commutative), left to right.
   auto m = ascan::Tensor<double>::from({1, 1, 0, 1, /**/ 1, 0, 1, 1, /**/ 0, 1, 1, 0}, {3, 2, 2});
   auto chain = ascan::associative_scan(
