@@ -186,31 +186,33 @@ class Tape {
   std::shared_ptr<detail::TapeState<T>> state_;
 };
 
-// Within a NoGradGuard, operations record no backward functions (values only).
-class NoGradGuard {
+// Sets whether operations record backward functions for a scope, restoring the previous mode.
+class GradModeGuard {
  public:
-  NoGradGuard() : previous_(detail::grad_mode_enabled()) { detail::grad_mode_enabled() = false; }
-  ~NoGradGuard() { detail::grad_mode_enabled() = previous_; }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  explicit GradModeGuard(bool enabled) : previous_(detail::grad_mode_enabled()) {
+    detail::grad_mode_enabled() = enabled;
+  }
+  ~GradModeGuard() { detail::grad_mode_enabled() = previous_; }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
 
  private:
   bool previous_;
+};
+
+// Within a NoGradGuard, operations record no backward functions (values only).
+class NoGradGuard : public GradModeGuard {
+ public:
+  NoGradGuard() : GradModeGuard(false) {}
+};
+
+// Turns recording on for a scope (where a VJP must be recorded, e.g. inside a backward sweep
+// started under a NoGradGuard).
+class EnableGradGuard : public GradModeGuard {
+ public:
+  EnableGradGuard() : GradModeGuard(true) {}
 };
 
 inline bool grad_enabled() { return detail::grad_mode_enabled(); }
-
-// Turns gradient recording on for a scope (used where a VJP must be recorded, e.g. inside a
-// backward sweep started under a NoGradGuard).
-class EnableGradGuard {
- public:
-  EnableGradGuard() : previous_(detail::grad_mode_enabled()) { detail::grad_mode_enabled() = true; }
-  ~EnableGradGuard() { detail::grad_mode_enabled() = previous_; }
-  EnableGradGuard(const EnableGradGuard&) = delete;
-  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
-
- private:
-  bool previous_;
-};
 
 }  // namespace ascan::ad
