@@ -102,6 +102,7 @@ class PointwiseRunner {
       x_step_[I] = (reverse ? -1 : 1) * plan.leaves[I].t_stride;
     });
     y_step_ = (reverse ? -1 : 1) * plan.out_t_stride;
+    for (const LeafLayout& leaf : plan.leaves) any_lane_broadcast_ = any_lane_broadcast_ || !leaf.lane_contiguous;
     rows_ = std::clamp<int64_t>(kBlockBytes / (group_lanes_ * bytes_per_lane_row), 1, std::max<int64_t>(T_, 1));
     num_blocks_ = (T_ + rows_ - 1) / rows_;
     num_items_ = plan.num_columns * groups_per_column_ * num_blocks_;
@@ -241,6 +242,7 @@ class PointwiseRunner {
     // An input row as lanes: leaves constant over the lanes are splatted into a small buffer.
     const auto lanes_of = [&](const Ptrs& row) {
       Ptrs p = row;
+      if (!any_lane_broadcast_) return p;
       static_for<L>([&](auto I) {
         if (!plan_.leaves[I].lane_contiguous) {
           std::fill_n(std::get<I>(bcast), w, *std::get<I>(row));
@@ -254,8 +256,12 @@ class PointwiseRunner {
     };
     const auto step = [&](const Ptrs& acc, int64_t s) {
       const Ptrs xl = lanes_of(x_row(g, s));
-      for (int64_t j = 0; j < w; ++j) Access::store(acc, j, f_(Access::load(acc, j), Access::load(xl, j)));
-      copy_row(y_row(g, s), acc);
+      const Ptrs y = y_row(g, s);
+      for (int64_t j = 0; j < w; ++j) {  // the accumulator and the output row in one pass
+        const Elem r = to_elem<Elem>(f_(Access::load(acc, j), Access::load(xl, j)));
+        Access::store(acc, j, r);
+        Access::store(y, j, r);
+      }
     };
     std::array<Ptrs, K> acc;
     for (int k = 0; k < K; ++k) {
@@ -301,6 +307,7 @@ class PointwiseRunner {
   Ptrs x_data_, y_data_;
   Steps x_step_;
   int64_t y_step_;
+  bool any_lane_broadcast_ = false;
   std::atomic<uint8_t>* done_ = nullptr;
   std::atomic<bool> failed_{false};
 };
