@@ -200,8 +200,8 @@ std::vector<Tensor<T>> pointwise_vjp_flipped(const F& f, const std::vector<Tenso
   // M_s = A_{s+1}ᵀ at every step but the last (whose M never multiplies anything).
   std::vector<Tensor<T>> adj_leaves;
   std::vector<T*> m_ptr;
-  for (size_t k = 0; k < L * L; ++k) {
-    adj_leaves.push_back(Tensor<T>::zeros(shape));
+  for (size_t k = 0; k < L * L; ++k) {  // every entry is written below: no zero-fill pass
+    adj_leaves.push_back(Tensor<T>::empty(shape));
     m_ptr.push_back(adj_leaves.back().data());
   }
   for (size_t l = 0; l < L; ++l) adj_leaves.push_back(gbar[l]);
@@ -213,7 +213,11 @@ std::vector<Tensor<T>> pointwise_vjp_flipped(const F& f, const std::vector<Tenso
     std::array<T, L * L> A, B;
     for (int64_t row = rb; row < re; ++row) {
       const int64_t o = row / T_len, s = row % T_len;
-      if (s + 1 >= T_len) continue;
+      if (s + 1 >= T_len) {  // the last step's M never multiplies anything: zero it
+        const int64_t at = index(o, s, 0);
+        for (size_t e = 0; e < L * L; ++e) std::fill_n(m_ptr[e] + at, v.inner, T(0));
+        continue;
+      }
       const int64_t at = index(o, s, 0), next = index(o, s + 1, 0);
       for (int64_t i = 0; i < v.inner; ++i) {
         for (size_t l = 0; l < L; ++l) {

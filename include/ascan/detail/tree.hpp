@@ -76,9 +76,6 @@ template <class E> struct is_std_tuple : std::false_type {};
 template <class... Es> struct is_std_tuple<std::tuple<Es...>> : std::true_type {};
 template <class E> inline constexpr bool is_std_tuple_v = is_std_tuple<std::decay_t<E>>::value;
 
-// The generic-mode slice structure: the same as the input structure (slices are Tensors).
-template <class X> using SliceOf = X;
-
 // ---- element access for the pointwise kernels ---------------------------------------------
 
 template <class X, size_t Off> struct ElemAccess;
