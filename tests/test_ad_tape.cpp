@@ -65,6 +65,22 @@ TEST(AdTape, NestedTapeTakesAVjpInsideAnOuterComputation) {
   EXPECT_EQ(w.grad(), TD::from({4.0, 6.0}, {2}));
 }
 
+// Importing an outer Var records a node, which may move the tape's arrays: an argument taken
+// from another Var (its shape or value) must stay valid across it.
+TEST(AdTape, ArgumentsFromVarsSurviveImportingAnOuterVar) {
+  ad::Tape<double> outer;
+  VD p = ad::param(TD::randn({2, 2}, 1));
+  for (int n = 1; n <= 64; n *= 2) {  // several sizes, so one import lands on a reallocation
+    ad::Tape<double> inner;
+    std::vector<VD> keep;
+    for (int i = 0; i < n - 1; ++i) keep.push_back(ad::param(TD::zeros({1})));
+    VD a = ad::param(TD::randn({3, 2, 2}, 2));
+    VD b = ad::broadcast_to(p, a.shape());
+    ASSERT_EQ(b.shape(), (ascan::Shape{3, 2, 2}));
+    EXPECT_EQ(b.value(), ascan::broadcast_to(p.value(), ascan::Shape{3, 2, 2}));
+  }
+}
+
 TEST(AdTape, VarsOfADestroyedTapeAreRejected) {
   VD stale;
   {

@@ -394,6 +394,18 @@ TEST(ScanPointwiseBroadcast, DecayBroadcastOverTheInnerDim) {
   }
 }
 
+// Narrow runs with adjacent columns are scanned as bundles of columns; leaves that are not
+// contiguous over a bundle are gathered per row.
+TEST(ScanPointwiseBroadcast, ColumnsBundledIntoLanes) {
+  for (bool reverse : {false, true}) {
+    check_linrec<float>({2, 40, 60, 1}, {2, 40, 60, 5}, 1, reverse, 1);  // 300 lanes: a partial bundle
+    check_linrec<double>({3000, 3, 1}, {3000, 3, 2}, 0, reverse, 2);    // 6 lanes: blocks and segments
+    check_linrec<double>({50, 7, 1}, {50, 1, 9}, 0, reverse, 3);        // neither leaf contiguous
+    check_linrec<float>({4, 30, 1, 4}, {4, 30, 5, 4}, 1, reverse, 4);   // leaf 0 repeats per column
+    check_linrec<double>({2, 100, 16, 1}, {2, 100, 16, 32}, 1, reverse, 5);  // the attention layout
+  }
+}
+
 TEST(ScanPointwiseBroadcast, LeavesOfDifferentRank) {
   for (bool reverse : {false, true}) {
     check_linrec<double>({40, 5}, {3, 40, 5}, 0, reverse, 1);   // leaf 0 rank 2: its dim 0 is output dim 1

@@ -22,8 +22,10 @@ class Var {
   // An empty handle; using it throws ascan::Error.
   Var() = default;
 
-  // The forward value (shares storage with the tape's copy; do not modify it).
-  const Tensor<T>& value() const { return state("ascan::ad::Var::value()").values[id_]; }
+  // The forward value (shares storage with the tape's copy; do not modify it). Returned as a
+  // handle, not a reference: the tape's arrays grow (and move) while ops record nodes, e.g. when
+  // a Var of an enclosing tape is imported.
+  Tensor<T> value() const { return state("ascan::ad::Var::value()").values[id_]; }
   // The accumulated gradient (zeros of the value's shape before any backward reached it).
   Tensor<T> grad() const {
     const auto& s = state("ascan::ad::Var::grad()");
@@ -34,7 +36,7 @@ class Var {
     s.has_grad[id_] = 0;
     s.grads[id_] = Tensor<T>();
   }
-  const Shape& shape() const { return value().shape(); }
+  Shape shape() const { return state("ascan::ad::Var::shape()").values[id_].shape(); }
   int64_t rank() const { return value().rank(); }
   int64_t numel() const { return value().numel(); }
   bool requires_grad() const { return state("ascan::ad::Var::requires_grad()").requires_grad[id_] != 0; }

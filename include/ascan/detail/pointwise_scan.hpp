@@ -93,6 +93,18 @@ class PointwiseRunner {
     }
     group_lanes_ = std::min(plan.run, kMaxLanes);
     groups_per_column_ = (plan.run + group_lanes_ - 1) / group_lanes_;
+    // Narrow runs whose neighbouring columns are adjacent in the output (e.g. [B, T, dk, dv]
+    // with a leaf broadcast over dv) are bundled: a group spans `bundle_` columns of the innermost
+    // column dim, so a row of the group is one contiguous stretch of the output instead of `run`
+    // elements a whole row stride apart (a page apart, past the hardware prefetcher, when the
+    // row is wide). Leaves that are not contiguous over a bundle are gathered into lanes per row.
+    if (plan.run < kMaxLanes && !plan.trivial_columns && !plan.column_extents.empty() &&
+        plan.out_column_strides.back() == plan.run && plan.column_extents.back() > 1) {
+      line_extent_ = plan.column_extents.back();
+      bundle_ = std::min(line_extent_, kMaxLanes / plan.run);
+      bundles_per_line_ = (line_extent_ + bundle_ - 1) / bundle_;
+      group_lanes_ = bundle_ * plan.run;
+    }
     int64_t bytes_per_lane_row = 0;
     static_for<L>([&](auto I) {
       using P = std::tuple_element_t<I, Ptrs>;
@@ -102,10 +114,17 @@ class PointwiseRunner {
       x_step_[I] = (reverse ? -1 : 1) * plan.leaves[I].t_stride;
     });
     y_step_ = (reverse ? -1 : 1) * plan.out_t_stride;
-    for (const LeafLayout& leaf : plan.leaves) any_lane_broadcast_ = any_lane_broadcast_ || !leaf.lane_contiguous;
+    static_for<L>([&](auto I) {
+      const LeafLayout& leaf = plan.leaves[I];
+      bundle_stride_[I] = bundle_ > 1 ? leaf.column_strides.back() : 0;
+      gather_[I] = !leaf.lane_contiguous || (bundle_ > 1 && bundle_stride_[I] != plan.run);
+      any_gather_ = any_gather_ || gather_[I];
+    });
     rows_ = std::clamp<int64_t>(kBlockBytes / (group_lanes_ * bytes_per_lane_row), 1, std::max<int64_t>(T_, 1));
     num_blocks_ = (T_ + rows_ - 1) / rows_;
-    num_items_ = plan.num_columns * groups_per_column_ * num_blocks_;
+    const int64_t num_groups = bundle_ > 1 ? plan.num_columns / line_extent_ * bundles_per_line_
+                                           : plan.num_columns * groups_per_column_;
+    num_items_ = num_groups * num_blocks_;
   }
 
   void run() {
@@ -132,9 +151,10 @@ class PointwiseRunner {
   }
 
  private:
-  struct Group {  // one column group: pointers at logical step 0 and its lane count
+  struct Group {  // one column group: pointers at logical step 0, its lane count and columns
     Ptrs x0, y0;
     int64_t w;
+    int64_t cols = 1;
   };
 
   int64_t phys(int64_t s) const { return reverse_ ? T_ - 1 - s : s; }
@@ -153,10 +173,18 @@ class PointwiseRunner {
   // Processes one item; returns false when it gave up because another item failed.
   bool process(int64_t item) {
     const int64_t gi = item / num_blocks_, b = item - gi * num_blocks_;
-    const int64_t c = gi / groups_per_column_;
-    const int64_t j0 = (gi - c * groups_per_column_) * group_lanes_;
     Group g;
-    g.w = std::min(group_lanes_, plan_.run - j0);
+    int64_t c, j0 = 0;
+    if (bundle_ > 1) {
+      const int64_t line = gi / bundles_per_line_, k0 = (gi - line * bundles_per_line_) * bundle_;
+      c = line * line_extent_ + k0;
+      g.cols = std::min(bundle_, line_extent_ - k0);
+      g.w = g.cols * plan_.run;
+    } else {
+      c = gi / groups_per_column_;
+      j0 = (gi - c * groups_per_column_) * group_lanes_;
+      g.w = std::min(group_lanes_, plan_.run - j0);
+    }
     std::array<int64_t, L> leaf_off;
     int64_t out_off;
     plan_.column_offsets(c, leaf_off.data(), out_off);
@@ -239,15 +267,23 @@ class PointwiseRunner {
     std::array<LaneBuffers<Ptrs>, K> acc_buf;
     LaneBuffers<Ptrs> bcast_buf;
     const Ptrs bcast = bcast_buf.ptrs();
-    // An input row as lanes: leaves constant over the lanes are splatted into a small buffer.
+    // An input row as lanes: leaves that are not contiguous over the group's lanes (constant
+    // over the run, or columns of the bundle not adjacent) are gathered into a small buffer.
+    const int64_t span = g.w / g.cols;
     const auto lanes_of = [&](const Ptrs& row) {
       Ptrs p = row;
-      if (!any_lane_broadcast_) return p;
+      if (!any_gather_) return p;
       static_for<L>([&](auto I) {
-        if (!plan_.leaves[I].lane_contiguous) {
-          std::fill_n(std::get<I>(bcast), w, *std::get<I>(row));
-          std::get<I>(p) = std::get<I>(bcast);
+        if (!gather_[I]) return;
+        auto* dst = std::get<I>(bcast);
+        const auto* src = std::get<I>(row);
+        for (int64_t k = 0; k < g.cols; ++k, dst += span, src += bundle_stride_[I]) {
+          if (plan_.leaves[I].lane_contiguous)
+            std::memcpy(dst, src, span * sizeof(*dst));
+          else
+            std::fill_n(dst, span, *src);
         }
+        std::get<I>(p) = std::get<I>(bcast);
       });
       return p;
     };
@@ -257,6 +293,9 @@ class PointwiseRunner {
     const auto step = [&](const Ptrs& acc, int64_t s) {
       const Ptrs xl = lanes_of(x_row(g, s));
       const Ptrs y = y_row(g, s);
+      // Lanes are independent (the accumulator is private; y may be x itself, at the same lane),
+      // which the compiler cannot prove through the pointers: say so, or it emits scalar code.
+#pragma GCC ivdep
       for (int64_t j = 0; j < w; ++j) {  // the accumulator and the output row in one pass
         const Elem r = to_elem<Elem>(f_(Access::load(acc, j), Access::load(xl, j)));
         Access::store(acc, j, r);
@@ -296,6 +335,7 @@ class PointwiseRunner {
     });
     for (int64_t s = a; s < e; ++s) {
       const Ptrs row = y_row(g, s);
+#pragma GCC ivdep
       for (int64_t j = 0; j < g.w; ++j) Access::store(row, j, f_(Access::load(carry, j), Access::load(row, j)));
     }
   }
@@ -307,7 +347,10 @@ class PointwiseRunner {
   Ptrs x_data_, y_data_;
   Steps x_step_;
   int64_t y_step_;
-  bool any_lane_broadcast_ = false;
+  int64_t bundle_ = 1, line_extent_ = 1, bundles_per_line_ = 1;
+  Steps bundle_stride_{};        // a leaf's stride between the columns of a bundle
+  std::array<bool, L> gather_{};  // leaf rows are gathered into lanes (see lanes_of)
+  bool any_gather_ = false;
   std::atomic<uint8_t>* done_ = nullptr;
   std::atomic<bool> failed_{false};
 };
