@@ -17,13 +17,10 @@ int device_count() {
 std::string device_name(int index) {
   const int n = device_count();
   if (index < 0 || index >= n)
-    detail::raise("ascan::cuda::device_name(): index {} is out of range, expected 0 <= index < {} "
+    ascan::detail::raise("ascan::cuda::device_name(): index {} is out of range, expected 0 <= index < {} "
                   "(visible devices)", index, n);
   cudaDeviceProp prop{};
-  const cudaError_t err = cudaGetDeviceProperties(&prop, index);
-  if (err != cudaSuccess)
-    detail::raise("ascan::cuda::device_name(): cudaGetDeviceProperties failed at {}:{}: {}",
-                  __FILE__, __LINE__, cudaGetErrorString(err));
+  ASCAN_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
   return prop.name;
 }
 

@@ -62,6 +62,26 @@ struct LinearRecurrence {
   }
 };
 
+// Defines a user combine usable everywhere a builtin is: host scans, device scans (nvcc rejects
+// generic __host__ __device__ lambdas, so device combines must be structs) and dual numbers.
+// Use it at namespace scope (a local class cannot have a member template):
+//
+//   ASCAN_COMBINE(Larger, l, r, return l > r ? l : r;);           // one leaf: scalars
+//   ASCAN_COMBINE(Affine, l, r,                                   // two leaves: std::tuples
+//                 using std::get;
+//                 return std::tuple{get<0>(l) * get<0>(r), get<0>(r) * get<1>(l) + get<1>(r)};);
+//   ys = ascan::associative_scan(Affine{}, std::tuple{a, b}, 0);
+//
+// l and r name the accumulated (left) and new (right) elements; the body (commas allowed) must
+// return the combined element. Like every combine it must be associative and pure.
+#define ASCAN_COMBINE(Name, l, r, ...)                                          \
+  struct Name {                                                                 \
+    template <class ascan_left_, class ascan_right_>                            \
+    ASCAN_HD auto operator()(const ascan_left_& l, const ascan_right_& r) const { \
+      __VA_ARGS__                                                               \
+    }                                                                           \
+  }
+
 inline constexpr Add add{};
 inline constexpr Mul mul{};
 inline constexpr Max max{};
