@@ -2,6 +2,7 @@
 #include "ascan/detail/scan_plan.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "ascan/error.hpp"
 
@@ -123,6 +124,32 @@ PointwisePlan make_pointwise_plan(const std::vector<Shape>& leaf_shapes, int64_t
   return plan;
 }
 
+std::shared_ptr<const PointwisePlan> cached_pointwise_plan(const Shape* const* shapes, size_t n, int64_t dim,
+                                                           std::string_view where) {
+  struct Entry {
+    std::vector<Shape> shapes;
+    int64_t dim = 0;
+    std::shared_ptr<const PointwisePlan> plan;
+  };
+  constexpr size_t kEntries = 8;
+  thread_local std::array<Entry, kEntries> cache;
+  thread_local size_t next = 0;
+  for (const Entry& e : cache) {
+    if (!e.plan || e.dim != dim || e.shapes.size() != n) continue;
+    bool same = true;
+    for (size_t l = 0; l < n && same; ++l) same = *shapes[l] == e.shapes[l];
+    if (same) return e.plan;
+  }
+  Entry e;
+  e.dim = dim;
+  for (size_t l = 0; l < n; ++l) e.shapes.push_back(*shapes[l]);
+  e.plan = std::make_shared<const PointwisePlan>(make_pointwise_plan(e.shapes, dim, where));
+  cache[next] = std::move(e);
+  const auto plan = cache[next].plan;
+  next = (next + 1) % kEntries;
+  return plan;
+}
+
 void check_outputs(const std::vector<Shape>& out_shapes, const Shape& shape, std::string_view where) {
   for (size_t l = 0; l < out_shapes.size(); ++l)
     if (out_shapes[l] != shape)
@@ -130,7 +157,7 @@ void check_outputs(const std::vector<Shape>& out_shapes, const Shape& shape, std
                     format_shape(shape));
 }
 
-void check_output_aliasing(const std::vector<LeafStorage>& ins, const std::vector<LeafStorage>& outs,
+void check_output_aliasing(std::span<const LeafStorage> ins, std::span<const LeafStorage> outs,
                            std::string_view where) {
   for (size_t o = 0; o < outs.size(); ++o) {
     if (outs[o].numel == 0) continue;
@@ -138,10 +165,10 @@ void check_output_aliasing(const std::vector<LeafStorage>& ins, const std::vecto
       if (outs[p].numel > 0 && outs[p].storage == outs[o].storage)
         detail::raise("{}: outputs {} and {} share storage, expected distinct outputs", where, p, o);
     for (size_t l = 0; l < ins.size(); ++l)
-      if (ins[l].storage == outs[o].storage && ins[l].shape != outs[o].shape)
+      if (ins[l].storage == outs[o].storage && *ins[l].shape != *outs[o].shape)
         detail::raise("{}: output {} shares storage with input leaf {} of shape {}, expected it to "
                       "share storage only with an input of its own shape {}", where, o, l,
-                      format_shape(ins[l].shape), format_shape(outs[o].shape));
+                      format_shape(*ins[l].shape), format_shape(*outs[o].shape));
   }
 }
 

@@ -14,7 +14,9 @@
 // combine result with wrong slice shapes. Misuse visible at compile time is a static_assert.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <span>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -46,29 +48,39 @@ Flat empty_like_leaves(const Flat& flat, const Shape* common) {
       flat);
 }
 
+// Allocation-free views of the leaves (small scans in a loop must not pay for the checks).
 template <class Flat>
-std::vector<LeafStorage> leaf_storage(const Flat& flat) {
+auto leaf_storage(const Flat& flat) {
   return std::apply(
-      [](const auto&... t) { return std::vector<LeafStorage>{{t.storage_id(), t.shape(), t.numel()}...}; },
+      [](const auto&... t) { return std::array<LeafStorage, sizeof...(t)>{LeafStorage{t.storage_id(), &t.shape(), t.numel()}...}; },
       flat);
+}
+template <class Flat>
+auto leaf_shape_ptrs(const Flat& flat) {
+  return std::apply([](const auto&... t) { return std::array<const Shape*, sizeof...(t)>{&t.shape()...}; }, flat);
 }
 
 template <class Flat>
 void check_output_aliasing(const Flat& xs, const Flat& ys, std::string_view where) {
-  check_output_aliasing(leaf_storage(xs), leaf_storage(ys), where);
+  const auto ins = leaf_storage(xs), outs = leaf_storage(ys);
+  check_output_aliasing(std::span<const LeafStorage>(ins), std::span<const LeafStorage>(outs), where);
 }
 
 template <class X, class Fn>
 void scan_pointwise(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree<X>::Flat* ys_given,
                     typename Tree<X>::Flat& ys, int64_t dim, const ScanOptions& opts) {
-  const PointwisePlan plan = make_pointwise_plan(leaf_shapes(xs), dim, kScanName);
+  const auto shapes = leaf_shape_ptrs(xs);
+  const auto plan_ptr = cached_pointwise_plan(shapes.data(), shapes.size(), dim, kScanName);
+  const PointwisePlan& plan = *plan_ptr;
   if (ys_given) {
-    check_outputs(leaf_shapes(*ys_given), plan.out_shape, kScanName);
+    const auto out_shapes = leaf_shape_ptrs(*ys_given);
+    for (const Shape* s : out_shapes)
+      if (*s != plan.out_shape) check_outputs(leaf_shapes(*ys_given), plan.out_shape, kScanName);
     check_output_aliasing(xs, *ys_given, kScanName);
-    ys = *ys_given;
-  } else {
-    ys = empty_like_leaves(xs, &plan.out_shape);
+    pointwise_scan<X>(f, xs, *ys_given, plan, opts.reverse);  // (ys stays empty: the caller has them)
+    return;
   }
+  ys = empty_like_leaves(xs, &plan.out_shape);
   pointwise_scan<X>(f, xs, ys, plan, opts.reverse);
 }
 
@@ -106,19 +118,19 @@ void scan_list(const Combine& combine, const std::vector<Tensor<T>>& xs, int64_t
       std::vector<LeafStorage> in_storage, out_storage;
       for (const auto& t : xs) {
         shapes.push_back(t.shape());
-        in_storage.push_back({t.storage_id(), t.shape(), t.numel()});
+        in_storage.push_back({t.storage_id(), &t.shape(), t.numel()});
       }
       const int64_t d = check_generic_leaves(shapes, dim, kScanName);
       if (ys_given) {
         std::vector<Shape> out_shapes;
         for (const auto& t : ys) {
           out_shapes.push_back(t.shape());
-          out_storage.push_back({t.storage_id(), t.shape(), t.numel()});
+          out_storage.push_back({t.storage_id(), &t.shape(), t.numel()});
         }
         if (ys.size() != xs.size())
           raise("{}: out has {} leaves, expected {} (one per input leaf)", kScanName, ys.size(), xs.size());
         check_generic_outputs(shapes, out_shapes, kScanName);
-        check_output_aliasing(in_storage, out_storage, kScanName);
+        check_output_aliasing(std::span<const LeafStorage>(in_storage), std::span<const LeafStorage>(out_storage), kScanName);
       } else {
         ys.clear();
         for (const auto& t : xs) ys.push_back(Tensor<T>::empty(t.shape()));

@@ -34,8 +34,9 @@ class Tensor {
  public:
   using value_type = T;
 
-  // An empty tensor of shape [0].
-  Tensor() : Tensor(Shape{0}) {}
+  // An empty tensor of shape [0]. It owns no storage (default-constructed tensors are placeholders
+  // in containers and results, so they do not allocate).
+  Tensor() : shape_{0} {}
 
   // Uninitialised elements (storage may hold stale values from the cache).
   static Tensor empty(Shape shape) { return Tensor(std::move(shape)); }
@@ -155,7 +156,7 @@ class Tensor {
   }
 
   // True when both handles view the same storage.
-  bool shares_storage_with(const Tensor& other) const { return storage_ == other.storage_; }
+  bool shares_storage_with(const Tensor& other) const { return storage_ && storage_ == other.storage_; }
   // Identity of the underlying storage (for aliasing checks).
   const void* storage_id() const { return storage_.get(); }
 

@@ -11,15 +11,18 @@
 // Within a block, narrow groups (few lanes) cut the rows into K segments scanned as interleaved
 // independent chains, so the latency of f overlaps (a single float add chain runs at ~1 element
 // per 4 cycles; 8 chains at ~2 per cycle); segment k is then fixed up with the prefix of
-// segments < k in a vectorisable pass. Wide groups get the same overlap from their lanes, whose
-// accumulators live in local arrays so the compiler vectorises f across lanes.
+// segments < k in a vectorisable pass. Wide groups get the same overlap from their lanes: f runs
+// over a row of lanes in a loop the compiler vectorises, the previous output row as accumulator.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -65,10 +68,18 @@ inline void cpu_relax() {
 }
 
 template <class Ptrs> struct LaneBuffers;
+// kMaxLanes elements per leaf, left uninitialised (a std::tuple of arrays would zero them on
+// every construction, which small scans pay for).
 template <class... Ts> struct LaneBuffers<std::tuple<Ts*...>> {
-  std::tuple<std::array<Ts, kMaxLanes>...> arrays;
+  alignas(64) std::byte raw[(sizeof(Ts) + ...) * kMaxLanes];
   std::tuple<Ts*...> ptrs() {
-    return std::apply([](auto&... a) { return std::tuple<Ts*...>{a.data()...}; }, arrays);
+    size_t off = 0;
+    return std::tuple<Ts*...>{take<Ts>(off)...};  // braced lists evaluate left to right
+  }
+  template <class U> U* take(size_t& off) {
+    U* p = reinterpret_cast<U*>(raw + off);
+    off += sizeof(U) * kMaxLanes;
+    return p;
   }
 };
 
@@ -109,6 +120,7 @@ class PointwiseRunner {
     static_for<L>([&](auto I) {
       using P = std::tuple_element_t<I, Ptrs>;
       bytes_per_lane_row += 2 * sizeof(*P{});
+      max_elem_bytes_ = std::max<int64_t>(max_elem_bytes_, sizeof(*P{}));
       std::get<I>(x_data_) = const_cast<P>(std::get<I>(xs).data());
       std::get<I>(y_data_) = const_cast<P>(std::get<I>(ys).data());
       x_step_[I] = (reverse ? -1 : 1) * plan.leaves[I].t_stride;
@@ -196,43 +208,86 @@ class PointwiseRunner {
     });
     const int64_t s0 = b * rows_, s1 = std::min(T_, s0 + rows_);
     int num_segments = 1;
+    int64_t seg = s1 - s0;
     if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows) {
       num_segments = 8;
-      scan_sequences<8>(g, s0, s1);
+      seg = segment_rows(s1 - s0, 8, g.w);
+      scan_sequences<8>(g, s0, s1, seg);
     } else if (g.w < 32 && g.w > 1 && s1 - s0 >= 4 * kMinSegmentRows) {
       num_segments = 4;
-      scan_lanes<4>(g, s0, s1);
+      seg = segment_rows(s1 - s0, 4, g.w);
+      scan_lanes<4>(g, s0, s1, seg);
     } else if (g.w == 1) {
-      scan_sequences<1>(g, s0, s1);
+      scan_sequences<1>(g, s0, s1, seg);
     } else {
-      scan_lanes<1>(g, s0, s1);
+      scan_lanes<1>(g, s0, s1, seg);
     }
-    // Segment k gets the prefix of everything before it: the predecessor block's last row for
-    // k = 0 (none for the first block), then the (already fixed) last row of segment k - 1.
-    bool have_prefix = false;
-    if (b > 0) {
-      // A predecessor on a running core finishes within microseconds; past a short spin it is
+    // Segment k needs the inclusive prefix of everything before it (carry k): the predecessor
+    // block's last row for k = 0 (none in the first block), then carry_{k+1} = f(carry_k, the
+    // local last row of segment k). The carries are O(K) row combines, so the block's own last
+    // row is made final and published right away, and the fix-up of the rows — the bulk of the
+    // second pass — runs while the successor block is already going (a single-pass chain:
+    // only an aggregate-sized step is serialised between blocks, not a whole block).
+    Ptrs carry0{};
+    const bool have0 = b > 0;
+    if (have0) {
+      // A predecessor on a running core publishes within microseconds; past a short spin it is
       // likely descheduled (more runnable threads than cores), so give the core away.
       for (int spins = 0; !done_[item - 1].load(std::memory_order_acquire); ++spins) {
         if (failed_.load(std::memory_order_relaxed)) return false;
         if (spins > kSpinsBeforeYield) std::this_thread::yield(); else cpu_relax();
       }
-      have_prefix = true;
+      carry0 = y_row(g, s0 - 1);
     }
-    const int64_t seg = (s1 - s0) / num_segments;
-    for (int k = 0; k < num_segments; ++k) {
-      const int64_t a = s0 + k * seg, e = k + 1 == num_segments ? s1 : a + seg;
-      if (have_prefix) fix_up(g, a - 1, a, e);
-      have_prefix = true;
+    LaneBuffers<Ptrs> carry_buf;  // carries 1 .. K-1, w lanes each ((K - 1) * w <= kMaxLanes)
+    const auto carry = [&](int k) {
+      if (k == 0) return carry0;
+      Ptrs p = carry_buf.ptrs();
+      static_for<L>([&](auto I) { std::get<I>(p) += (k - 1) * g.w; });
+      return p;
+    };
+    for (int k = 1; k < num_segments; ++k) {
+      const Ptrs last = y_row(g, s0 + k * seg - 1), dst = carry(k);
+      if (k == 1 && !have0) {
+        static_for<L>([&](auto I) { std::memcpy(std::get<I>(dst), std::get<I>(last), g.w * sizeof(*std::get<I>(dst))); });
+      } else {
+        const Ptrs prev = carry(k - 1);
+        for (int64_t j = 0; j < g.w; ++j) Access::store(dst, j, to_elem<Elem>(f_(Access::load(prev, j), Access::load(last, j))));
+      }
     }
+    if (num_segments > 1 || have0) fix_up(g, carry(num_segments - 1), s1 - 1, s1);
     if (num_blocks_ > 1) done_[item].store(1, std::memory_order_release);
+    for (int k = 0; k < num_segments; ++k) {
+      const int64_t a = s0 + k * seg, e = k + 1 == num_segments ? s1 - 1 : a + seg;
+      if (k > 0 || have0) fix_up(g, carry(k), a, e);
+    }
     return true;
+  }
+
+  // Rows per segment when `n` rows are cut into K segments of w lanes (the last one takes the
+  // remainder). Segments that start a multiple of 4 KiB apart make the K interleaved load and
+  // store streams alias in L1 (a store seems to feed a later load with the same low 12 address
+  // bits), which halves the speed at power-of-two sizes. So the length is nudged down (by at most
+  // 1/16) until the starts lie about 4096 / K + 64 bytes apart modulo 4 KiB.
+  int64_t segment_rows(int64_t n, int K, int64_t w) const {
+    const int64_t nominal = n / K;
+    const int64_t row_bytes = w * max_elem_bytes_, target = 4096 / K + 64;
+    int64_t best = nominal, best_dist = 4096;
+    for (int64_t cand = nominal; cand >= std::max(kMinSegmentRows, nominal - nominal / 16); --cand) {
+      const int64_t m = cand * row_bytes % 4096;
+      const int64_t dist = std::min(std::abs(m - target), 4096 - std::abs(m - target));
+      if (dist < best_dist) {
+        best = cand;
+        best_dist = dist;
+      }
+      if (dist <= 32) break;
+    }
+    return best;
   }
 
   // Local scans of K segments of one sequence (one lane), interleaved to overlap f's latency.
   template <int K>
-  void scan_sequences(const Group& g, int64_t s0, int64_t s1) {
-    const int64_t seg = (s1 - s0) / K;
+  void scan_sequences(const Group& g, int64_t s0, int64_t s1, int64_t seg) {
     std::array<Elem, K> acc;
     std::array<Ptrs, K> xb, yb;
     for (int k = 0; k < K; ++k) {
@@ -261,12 +316,14 @@ class PointwiseRunner {
   }
 
   // Local scans of K segments of w lanes each; lanes vectorise, segments add independent work.
+  // The previous output row is the accumulator (as in a plain loop): one load of it, one of x
+  // and one store per element.
   template <int K>
-  void scan_lanes(const Group& g, int64_t s0, int64_t s1) {
-    const int64_t w = g.w, seg = (s1 - s0) / K;
-    std::array<LaneBuffers<Ptrs>, K> acc_buf;
-    LaneBuffers<Ptrs> bcast_buf;
-    const Ptrs bcast = bcast_buf.ptrs();
+  void scan_lanes(const Group& g, int64_t s0, int64_t s1, int64_t seg) {
+    const int64_t w = g.w;
+    std::optional<LaneBuffers<Ptrs>> gather_buf;
+    Ptrs gathered{};
+    if (any_gather_) gathered = gather_buf.emplace().ptrs();
     // An input row as lanes: leaves that are not contiguous over the group's lanes (constant
     // over the run, or columns of the bundle not adjacent) are gathered into a small buffer.
     const int64_t span = g.w / g.cols;
@@ -275,7 +332,7 @@ class PointwiseRunner {
       if (!any_gather_) return p;
       static_for<L>([&](auto I) {
         if (!gather_[I]) return;
-        auto* dst = std::get<I>(bcast);
+        auto* dst = std::get<I>(gathered);
         const auto* src = std::get<I>(row);
         for (int64_t k = 0; k < g.cols; ++k, dst += span, src += bundle_stride_[I]) {
           if (plan_.leaves[I].lane_contiguous)
@@ -283,56 +340,44 @@ class PointwiseRunner {
           else
             std::fill_n(dst, span, *src);
         }
-        std::get<I>(p) = std::get<I>(bcast);
+        std::get<I>(p) = std::get<I>(gathered);
       });
       return p;
     };
-    const auto copy_row = [&](const Ptrs& to, const Ptrs& from) {
-      static_for<L>([&](auto I) { std::memcpy(std::get<I>(to), std::get<I>(from), w * sizeof(*std::get<I>(to))); });
+    const auto first = [&](int64_t s) {
+      const Ptrs xl = lanes_of(x_row(g, s)), y = y_row(g, s);
+      static_for<L>([&](auto I) {
+        if (std::get<I>(y) != std::get<I>(xl)) std::memcpy(std::get<I>(y), std::get<I>(xl), w * sizeof(*std::get<I>(y)));
+      });
     };
-    const auto step = [&](const Ptrs& acc, int64_t s) {
-      const Ptrs xl = lanes_of(x_row(g, s));
-      const Ptrs y = y_row(g, s);
-      // Lanes are independent (the accumulator is private; y may be x itself, at the same lane),
-      // which the compiler cannot prove through the pointers: say so, or it emits scalar code.
+    const auto step = [&](int64_t s) {
+      const Ptrs xl = lanes_of(x_row(g, s)), prev = y_row(g, s - 1), y = y_row(g, s);
+      // Lanes are independent (y may be x itself, at the same lane; prev is another row), which
+      // the compiler cannot prove through the pointers: say so, or it emits scalar code.
 #pragma GCC ivdep
-      for (int64_t j = 0; j < w; ++j) {  // the accumulator and the output row in one pass
-        const Elem r = to_elem<Elem>(f_(Access::load(acc, j), Access::load(xl, j)));
-        Access::store(acc, j, r);
-        Access::store(y, j, r);
-      }
+      for (int64_t j = 0; j < w; ++j) Access::store(y, j, to_elem<Elem>(f_(Access::load(prev, j), Access::load(xl, j))));
     };
-    std::array<Ptrs, K> acc;
-    for (int k = 0; k < K; ++k) {
-      acc[k] = acc_buf[k].ptrs();
-      copy_row(acc[k], lanes_of(x_row(g, s0 + k * seg)));
-      copy_row(y_row(g, s0 + k * seg), acc[k]);
-    }
+    for (int k = 0; k < K; ++k) first(s0 + k * seg);
     for (int64_t s = 1; s < seg; ++s)
-      for (int k = 0; k < K; ++k) step(acc[k], s0 + k * seg + s);
-    for (int64_t s = s0 + K * seg; s < s1; ++s) step(acc[K - 1], s);
+      for (int k = 0; k < K; ++k) step(s0 + k * seg + s);
+    for (int64_t s = s0 + K * seg; s < s1; ++s) step(s);
   }
 
-  // y_s = f(y_prefix, y_s) for logical steps s in [a, e); the prefix row is final.
-  void fix_up(const Group& g, int64_t prefix, int64_t a, int64_t e) {
+  // y_s = f(carry, y_s) for logical steps s in [a, e); `carry` holds w final lanes.
+  void fix_up(const Group& g, const Ptrs& carry, int64_t a, int64_t e) {
+    if (a >= e) return;
     if (g.w == 1) {
-      const Elem carry = Access::load(y_row(g, prefix), 0);
+      const Elem c = Access::load(carry, 0);
       if (y_step_ == 1 || y_step_ == -1) {  // contiguous: one ascending, vectorisable loop
         const Ptrs lo = y_row(g, y_step_ == 1 ? a : e - 1);
-        for (int64_t i = 0; i < e - a; ++i) Access::store(lo, i, f_(carry, Access::load(lo, i)));
+        for (int64_t i = 0; i < e - a; ++i) Access::store(lo, i, f_(c, Access::load(lo, i)));
       } else {
         const Ptrs base = y_row(g, a);
         for (int64_t i = 0; i < e - a; ++i)
-          Access::store(base, i * y_step_, f_(carry, Access::load(base, i * y_step_)));
+          Access::store(base, i * y_step_, f_(c, Access::load(base, i * y_step_)));
       }
       return;
     }
-    LaneBuffers<Ptrs> carry_buf;
-    const Ptrs carry = carry_buf.ptrs();
-    const Ptrs prefix_row = y_row(g, prefix);
-    static_for<L>([&](auto I) {
-      std::memcpy(std::get<I>(carry), std::get<I>(prefix_row), g.w * sizeof(*std::get<I>(carry)));
-    });
     for (int64_t s = a; s < e; ++s) {
       const Ptrs row = y_row(g, s);
 #pragma GCC ivdep
@@ -347,7 +392,7 @@ class PointwiseRunner {
   Ptrs x_data_, y_data_;
   Steps x_step_;
   int64_t y_step_;
-  int64_t bundle_ = 1, line_extent_ = 1, bundles_per_line_ = 1;
+  int64_t bundle_ = 1, line_extent_ = 1, bundles_per_line_ = 1, max_elem_bytes_ = 1;
   Steps bundle_stride_{};        // a leaf's stride between the columns of a bundle
   std::array<bool, L> gather_{};  // leaf rows are gathered into lanes (see lanes_of)
   bool any_gather_ = false;

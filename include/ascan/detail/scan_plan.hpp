@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -42,17 +44,23 @@ struct PointwisePlan {
 // the plan. `dim` is resolved against leaf 0.
 PointwisePlan make_pointwise_plan(const std::vector<Shape>& leaf_shapes, int64_t dim, std::string_view where);
 
+// The plan for leaf shapes *shapes[0 .. n) and dim, from a small per-thread cache of recent plans:
+// a training loop repeats the same shapes, and building a plan allocates (about a microsecond,
+// which small scans would pay on every call). Errors are thrown as by make_pointwise_plan.
+std::shared_ptr<const PointwisePlan> cached_pointwise_plan(const Shape* const* shapes, size_t n, int64_t dim,
+                                                           std::string_view where);
+
 // Checks that every output has `shape`.
 void check_outputs(const std::vector<Shape>& out_shapes, const Shape& shape, std::string_view where);
 
 struct LeafStorage {
   const void* storage;
-  Shape shape;
+  const Shape* shape;  // the tensor's own (outlives the check)
   int64_t numel;
 };
 // An output may share storage only with an input leaf of exactly its own shape (each element is
 // read before it is written); outputs must not share storage with each other.
-void check_output_aliasing(const std::vector<LeafStorage>& ins, const std::vector<LeafStorage>& outs,
+void check_output_aliasing(std::span<const LeafStorage> ins, std::span<const LeafStorage> outs,
                            std::string_view where);
 
 // Generic mode: resolves dim against leaf 0 and checks every leaf has rank > dim and the same

@@ -1,0 +1,108 @@
+// bench_sweep.cpp — throughput against size: 1-D and [T, 256] float add scans from in-cache to
+// out-of-cache sizes, next to the copy roof and the peers, for scripts/bench_plot.py.
+//
+// Names are "sweep/<layout>/<impl>/<log2 n>". Every size gets fresh inputs and a reused output
+// (the output is written by each call, as in a training loop). impls: ascan (all threads),
+// ascan_t1 (one thread), copy (memcpy of the same bytes into a reused buffer, one thread),
+// copy_mt (the same, split over the library's threads), seq (the plain loop), std_par
+// (std::inclusive_scan with the parallel policy, when TBB is there).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+#if ASCAN_BENCH_HAVE_TBB
+#include <execution>
+#endif
+
+#include <ascan/ascan.hpp>
+
+namespace {
+
+using ascan::Tensor;
+
+Tensor<float> input(int64_t n, int64_t inner) {
+  // Values in {-1, 0, 1}: sums are exact in float for every association, so results can be
+  // compared exactly with the loop.
+  auto x = Tensor<float>::empty(inner == 1 ? ascan::Shape{n} : ascan::Shape{n / inner, inner});
+  for (int64_t i = 0; i < n; ++i) x.data()[i] = static_cast<float>(static_cast<int>((i * 2654435761u) % 3) - 1);
+  return x;
+}
+
+void seq_scan(const float* x, float* y, int64_t n, int64_t inner) {
+  if (inner == 1) {  // the accumulator in a register, not re-read from y
+    float acc = 0;
+    for (int64_t i = 0; i < n; ++i) y[i] = acc = (i == 0 ? x[0] : acc + x[i]);
+    return;
+  }
+  std::copy(x, x + inner, y);
+  for (int64_t i = inner; i < n; ++i) y[i] = y[i - inner] + x[i];
+}
+
+enum class Impl { ascan, ascan_t1, copy, copy_mt, seq, std_par };
+
+void run(benchmark::State& st, int64_t n, int64_t inner, Impl impl) {
+  const auto x = input(n, inner);
+  auto y = Tensor<float>::zeros(x.shape());
+  auto want = Tensor<float>::zeros(x.shape());
+  seq_scan(x.data(), want.data(), n, inner);
+  const int saved = ascan::num_threads();
+  if (impl == Impl::ascan_t1) ascan::set_num_threads(1);
+  const auto once = [&] {
+    switch (impl) {
+      case Impl::ascan:
+      case Impl::ascan_t1: ascan::associative_scan(ascan::add, x, 0, {}, y); break;
+      case Impl::copy: std::memcpy(y.data(), x.data(), sizeof(float) * n); break;
+      case Impl::copy_mt:
+        ascan::detail::parallel_for(n, int64_t{1} << 16, [&](int64_t b, int64_t e) {
+          std::memcpy(y.data() + b, x.data() + b, sizeof(float) * (e - b));
+        });
+        break;
+      case Impl::seq: seq_scan(x.data(), y.data(), n, inner); break;
+      case Impl::std_par:
+#if ASCAN_BENCH_HAVE_TBB
+        if (inner == 1) std::inclusive_scan(std::execution::par, x.data(), x.data() + n, y.data());
+#endif
+        break;
+    }
+  };
+  once();
+  const bool is_scan = impl != Impl::copy && impl != Impl::copy_mt;
+  if (is_scan && !(y == want)) st.SkipWithError("wrong result");
+  for (auto _ : st) {
+    once();
+    benchmark::ClobberMemory();
+  }
+  ascan::set_num_threads(saved);
+  st.SetBytesProcessed(st.iterations() * 2 * n * static_cast<int64_t>(sizeof(float)));
+  st.SetItemsProcessed(st.iterations() * n);
+}
+
+void register_all() {
+  const std::pair<const char*, Impl> impls[] = {{"ascan", Impl::ascan}, {"ascan_t1", Impl::ascan_t1},
+                                                {"copy", Impl::copy},   {"copy_mt", Impl::copy_mt},
+                                                {"seq", Impl::seq},     {"std_par", Impl::std_par}};
+  for (int64_t inner : {int64_t{1}, int64_t{256}})
+    for (int lg = 10; lg <= 26; lg += 2)
+      for (const auto& [name, impl] : impls) {
+        if (impl == Impl::std_par && (inner != 1 || !ASCAN_BENCH_HAVE_TBB)) continue;
+        const std::string full = std::string("sweep/") + (inner == 1 ? "1d" : "T_inner256") + "/" + name + "/" +
+                                 std::to_string(lg);
+        benchmark::RegisterBenchmark(full.c_str(), [n = int64_t{1} << lg, inner, impl = impl](benchmark::State& st) {
+          run(st, n, inner, impl);
+        })->UseRealTime();
+      }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  register_all();
+  benchmark::AddCustomContext("ascan_threads", std::to_string(ascan::num_threads()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
