@@ -15,7 +15,19 @@
 #define ASCAN_REQUIRE_DEVICE() \
   if (ascan::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device visible"
 
+// Affine maps composed the other way round: (a1, b1) ∘ (a2, b2) = (a1 a2, a1 b2 + b1). Its left
+// Jacobian [[a2, 0], [b2, 1]] is not symmetric, so a missing transpose in an adjoint shows (the
+// linear recurrence's is diagonal and cannot tell).
+ASCAN_COMBINE(Compose, l, r, using std::get;
+              return std::tuple{get<0>(l) * get<0>(r), get<0>(l) * get<1>(r) + get<1>(l)};);
+
 namespace ascan_test {
+
+// A shape and the dim scanned along it.
+struct Layout {
+  ascan::Shape shape;
+  int64_t dim;
+};
 
 // Float tolerances: host and device associate differently (blocked vs. decoupled look-back), so
 // results agree to rounding, scaled by the magnitude of the values.

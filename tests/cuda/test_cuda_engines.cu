@@ -47,16 +47,8 @@ struct HostEngine {
   }
 };
 
-// Affine maps composed the other way round: (a1, b1) ∘ (a2, b2) = (a1 a2, a1 b2 + b1). Its
-// left Jacobian [[a2, 0], [b2, 1]] is not symmetric, so a missing transpose in the adjoint shows
-// (the linear recurrence's is diagonal and cannot tell).
-ASCAN_COMBINE(Compose, l, r, using std::get;
-              return std::tuple{get<0>(l) * get<0>(r), get<0>(l) * get<1>(r) + get<1>(l)};);
 
-struct Layout {
-  Shape shape;
-  int64_t dim;
-};
+using ascan_test::Layout;
 const std::vector<Layout> kLayouts = {
     {{1000}, 0},        {{1}, 0},          {{6, 300}, -1},    {{50, 2}, 0},      {{4, 50, 3}, 1},
     {{3, 40, 4}, 1},    {{2, 33, 5}, 1},   {{2, 30, 6}, -2},  {{4, 50, 7}, 1},   {{5, 40, 8}, -2},

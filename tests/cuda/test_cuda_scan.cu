@@ -12,10 +12,7 @@ using ascan::Tensor;
 using ascan_test::expect_parity;
 using ascan_test::expect_parity2;
 
-struct Layout {
-  Shape shape;
-  int64_t dim;
-};
+using ascan_test::Layout;
 
 // Each layout names the engine it reaches through the [outer, T, inner] view.
 const std::vector<Layout>& layouts() {

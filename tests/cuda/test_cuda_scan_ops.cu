@@ -15,10 +15,7 @@ using ascan_test::expect_parity;
 using ascan_test::expect_parity2;
 
 // Layouts for the ops: one long row, several rows, wide lanes (chunked), a short axis.
-struct Layout {
-  Shape shape;
-  int64_t dim;
-};
+using ascan_test::Layout;
 const std::vector<Layout> kLayouts = {{{1000}, 0}, {{7, 129}, 1}, {{3, 200, 40}, -2}, {{5, 3, 7}, 0}};
 
 template <class F, class T>

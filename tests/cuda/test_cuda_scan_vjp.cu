@@ -20,15 +20,8 @@ using ascan_test::Tol;
 ASCAN_COMBINE(Affine, l, r, using std::get;
               return std::tuple{get<0>(l) * get<0>(r), get<0>(r) * get<1>(l) + get<1>(r)};);
 
-// Affine maps composed the other way round; its left Jacobian is not symmetric, so a missing
-// transpose in the adjoint shows (the linear recurrence's is diagonal).
-ASCAN_COMBINE(Compose, l, r, using std::get;
-              return std::tuple{get<0>(l) * get<0>(r), get<0>(l) * get<1>(r) + get<1>(l)};);
 
-struct Layout {
-  Shape shape;
-  int64_t dim;
-};
+using ascan_test::Layout;
 // Each layout names the engine of the adjoint it reaches.
 const std::vector<Layout> kLayouts = {
     {{1000}, 0},          // one row: plain CUB adjoint scan

@@ -71,15 +71,11 @@ struct VjpPtrs {
   T* dx[L];
 };
 
-// ∂x at element `at` given g there: B_sᵀ g with B_s at (y[prev], x[at]), or g itself at the first
-// scan step (prev < 0).
+// One step of the adjoint at element `at` (not the first scan step): the Jacobians at
+// (y[prev], x[at]), ∂x = B_sᵀ g written to dx, and A_s returned for the step before.
 template <size_t L, class Fn, class T>
-ASCAN_HD void write_dx(const Fn& f, const VjpPtrs<T, L>& p, int64_t at, int64_t prev, const T* g) {
-  if (prev < 0) {
-    for (size_t l = 0; l < L; ++l) p.dx[l][at] = g[l];
-    return;
-  }
-  T left[L], right[L], A[L * L], B[L * L];
+ASCAN_HD void adjoint_step(const Fn& f, const VjpPtrs<T, L>& p, int64_t at, int64_t prev, const T* g, T* A) {
+  T left[L], right[L], B[L * L];
   for (size_t l = 0; l < L; ++l) {
     left[l] = p.y[l][prev];
     right[l] = p.x[l][at];
@@ -90,6 +86,18 @@ ASCAN_HD void write_dx(const Fn& f, const VjpPtrs<T, L>& p, int64_t at, int64_t 
     for (size_t k = 0; k < L; ++k) acc += B[k * L + m] * g[k];
     p.dx[m][at] = acc;
   }
+}
+
+// ∂x at element `at` given g there: B_sᵀ g with B_s at (y[prev], x[at]), or g itself at the first
+// scan step (prev < 0).
+template <size_t L, class Fn, class T>
+ASCAN_HD void write_dx(const Fn& f, const VjpPtrs<T, L>& p, int64_t at, int64_t prev, const T* g) {
+  if (prev < 0) {
+    for (size_t l = 0; l < L; ++l) p.dx[l][at] = g[l];
+    return;
+  }
+  T A[L * L];
+  adjoint_step<L>(f, p, at, prev, g, A);
 }
 
 // One lane, backwards along the scan axis; A_{s+1} is carried in registers. (An ASCAN_HD body so
@@ -111,19 +119,7 @@ ASCAN_HD void vjp_sweep_lane(const Fn& f, const VjpPtrs<T, L>& p, const LaneLayo
       for (size_t l = 0; l < L; ++l) p.dx[l][at] = g[l];
       break;
     }
-    const int64_t prev = lay.at(lane, s - 1);
-    T left[L], right[L], A[L * L], B[L * L];
-    for (size_t l = 0; l < L; ++l) {
-      left[l] = p.y[l][prev];
-      right[l] = p.x[l][at];
-    }
-    jacobians<L>(f, left, right, A, B);
-    for (size_t m = 0; m < L; ++m) {
-      T acc = T(0);
-      for (size_t k = 0; k < L; ++k) acc += B[k * L + m] * g[k];
-      p.dx[m][at] = acc;
-    }
-    for (size_t e = 0; e < L * L; ++e) a_next[e] = A[e];
+    adjoint_step<L>(f, p, at, lay.at(lane, s - 1), g, a_next);  // g is done with the old A
   }
 }
 
