@@ -105,7 +105,7 @@ def main():
         f.write("set multiplot layout 1,%d title 'float32 add scan throughput vs size (%s threads, %s)'\n"
                 % (len(plots), context.get("ascan_threads", "?"), context.get("host_name", "host")))
         f.write("set grid\nset key top right font ',9'\nset xlabel 'log2(elements)'\n"
-                "set ylabel 'GB/s (read + written)'\nset yrange [0:*]\nset logscale y 2\nset yrange [0.25:*]\n")
+                "set ylabel 'GB/s (read + written)'\nset logscale y 2\nset yrange [1:*]\n")
         for title, lines in plots:
             f.write("set title '%s'\n" % title)
             f.write("plot " + ", \\\n     ".join(lines) + "\n")
