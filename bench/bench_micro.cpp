@@ -17,28 +17,12 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "bench_small.hpp"
 
 namespace ascan_bench {
 namespace {
 
 // ---- in-cache 1-D add -----------------------------------------------------------------------
-ascan::Tensor<float> small_input(int64_t n) {
-  auto x = ascan::Tensor<float>::empty({n});
-  for (int64_t i = 0; i < n; ++i) x.data()[i] = static_cast<float>(static_cast<int>((i * 2654435761u) % 3) - 1);
-  return x;
-}
-
-void set_small_counters(benchmark::State& st, int64_t n, int64_t leaves) {
-  st.SetBytesProcessed(st.iterations() * 2 * leaves * n * static_cast<int64_t>(sizeof(float)));
-  st.SetItemsProcessed(st.iterations() * n);
-}
-
-void seq_add(const float* x, float* y, int64_t n) {
-  float acc = x[0];
-  y[0] = acc;
-  for (int64_t i = 1; i < n; ++i) y[i] = acc = acc + x[i];
-}
-
 void bench_incache(benchmark::State& st, int64_t n, bool use_ascan) {
   const auto x = small_input(n);
   auto y = ascan::Tensor<float>::zeros({n});

@@ -18,24 +18,18 @@
 
 #include <ascan/ascan.hpp>
 
+#include "bench_small.hpp"
+
 namespace {
 
 using ascan::Tensor;
 
 Tensor<float> input(int64_t n, int64_t inner) {
-  // Values in {-1, 0, 1}: sums are exact in float for every association, so results can be
-  // compared exactly with the loop.
-  auto x = Tensor<float>::empty(inner == 1 ? ascan::Shape{n} : ascan::Shape{n / inner, inner});
-  for (int64_t i = 0; i < n; ++i) x.data()[i] = static_cast<float>(static_cast<int>((i * 2654435761u) % 3) - 1);
-  return x;
+  return ascan_bench::small_input(n).reshape(inner == 1 ? ascan::Shape{n} : ascan::Shape{n / inner, inner});
 }
 
 void seq_scan(const float* x, float* y, int64_t n, int64_t inner) {
-  if (inner == 1) {  // the accumulator in a register, not re-read from y
-    float acc = 0;
-    for (int64_t i = 0; i < n; ++i) y[i] = acc = (i == 0 ? x[0] : acc + x[i]);
-    return;
-  }
+  if (inner == 1) return ascan_bench::seq_add(x, y, n);
   std::copy(x, x + inner, y);
   for (int64_t i = inner; i < n; ++i) y[i] = y[i - inner] + x[i];
 }
@@ -75,8 +69,7 @@ void run(benchmark::State& st, int64_t n, int64_t inner, Impl impl) {
     benchmark::ClobberMemory();
   }
   ascan::set_num_threads(saved);
-  st.SetBytesProcessed(st.iterations() * 2 * n * static_cast<int64_t>(sizeof(float)));
-  st.SetItemsProcessed(st.iterations() * n);
+  ascan_bench::set_small_counters(st, n, 1);
 }
 
 void register_all() {

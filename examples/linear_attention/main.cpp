@@ -265,8 +265,7 @@ int main(int argc, char** argv) {
     opt.set_lr(static_cast<float>(f.lr * (0.55 + 0.45 * std::cos(M_PI * frac))));
     const auto batch = la::make_batch<float>(c, f.seed * 7777 + static_cast<uint64_t>(step));
     auto logits = la::logits(c, model, batch, la::Recurrence::kScan);
-    auto lp = ad::gather(ad::log_softmax(logits, 1), 1, batch.targets);
-    auto L = -ad::sum(lp * ad::constant(batch.mask)) / static_cast<float>(batch.scored);
+    auto L = la::cross_entropy(logits, batch);  // (the logits also give the batch accuracy)
     opt.zero_grad();
     ad::backward(L);
     opt.step();

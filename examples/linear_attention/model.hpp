@@ -152,11 +152,16 @@ ad::Var<T> logits(const Config& c, const Params<T>& p, const Batch<T>& b, Recurr
   return ad::matmul(o, p.wo) + p.bo;
 }
 
-// Mean cross-entropy over the scored positions.
+// Mean cross-entropy of `logits` over the scored positions.
+template <class T>
+ad::Var<T> cross_entropy(const ad::Var<T>& logits, const Batch<T>& b) {
+  auto lp = ad::gather(ad::log_softmax(logits, 1), 1, b.targets);
+  return -ad::sum(lp * ad::constant(b.mask)) / static_cast<T>(b.scored);
+}
+
 template <class T>
 ad::Var<T> loss(const Config& c, const Params<T>& p, const Batch<T>& b, Recurrence rec) {
-  auto lp = ad::gather(ad::log_softmax(logits(c, p, b, rec), 1), 1, b.targets);
-  return -ad::sum(lp * ad::constant(b.mask)) / static_cast<T>(b.scored);
+  return cross_entropy(logits(c, p, b, rec), b);
 }
 
 // Fraction of scored positions whose arg-max logit is the target.
