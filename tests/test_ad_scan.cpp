@@ -197,8 +197,13 @@ void expect_paths_agree(const F& f, const std::vector<TD>& xs, int64_t dim, bool
   }
   std::vector<TD> gbar;
   for (size_t l = 0; l < L; ++l) gbar.push_back(randn(ys[l].shape(), seed + l));
-  const auto a = ascan::ad::detail::pointwise_vjp_columns<Elem, L>(f, xs, ys, gbar, dim, reverse);
-  const auto b = ascan::ad::detail::pointwise_vjp_flipped<Elem, L>(f, xs, ys, gbar, dim, reverse);
+  std::vector<ascan::Shape> shapes;
+  for (const auto& x : xs) shapes.push_back(x.shape());
+  const auto plan = ascan::detail::make_pointwise_plan(shapes, dim, "test");
+  std::array<bool, L> need;
+  need.fill(true);
+  const auto a = ascan::ad::detail::pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
+  const auto b = ascan::ad::detail::pointwise_vjp_flipped<Elem, L>(f, xs, ys, gbar, plan.axis, reverse);
   for (size_t l = 0; l < L; ++l) EXPECT_TRUE(ascan::allclose(a[l], b[l], 1e-10, 1e-10)) << "leaf " << l;
 }
 
@@ -218,6 +223,42 @@ TEST(AdScan, ColumnSweepPassesGradcheck) {
   EXPECT_GRADCHECK([](const auto& x) {
     return ascan::associative_scan(welford, std::tuple{x[0], x[1], x[2]}, 0, {.reverse = true});
   }, {uniform({20, 260}, 3, 1.0, 3.0), randn({20, 260}, 4), uniform({20, 260}, 5, 0.0, 1.0)}, fast);
+}
+
+// Broadcast leaves in the column sweep: a decay constant over the lanes (gathered per step), one
+// constant along the scan axis (summed over the steps in the lanes), a scalar, one broadcast over
+// the leading dim (reduced from a full-shape gradient); partial losses (one output without an
+// upstream gradient) and leaves that need no gradient.
+TEST(AdScan, ColumnSweepWithBroadcastLeaves) {
+  const ascan::ad::GradcheckOptions fast{.fast = true, .num_directions = 6};
+  const auto linrec = [](int64_t dim, bool rev) {
+    return [=](const auto& x) {
+      return ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, dim, {.reverse = rev});
+    };
+  };
+  for (bool rev : {false, true}) {
+    EXPECT_GRADCHECK(linrec(1, rev), {uniform({2, 9, 1}, 1, 0.3, 0.9), randn({2, 9, 600}, 2)}, fast);
+    // 600 lanes: two work items per column, so lane offsets within a run are exercised.
+    EXPECT_GRADCHECK(linrec(1, rev), {uniform({2, 1, 600}, 3, 0.3, 0.9), randn({2, 9, 600}, 4)}, fast);
+    EXPECT_GRADCHECK(linrec(-2, rev), {uniform({1, 1, 1}, 5, 0.3, 0.9), randn({2, 9, 300}, 6)}, fast);
+    EXPECT_GRADCHECK(linrec(1, rev), {uniform({1, 9, 300}, 7, 0.3, 0.9), randn({3, 9, 1}, 8)}, fast);
+    EXPECT_GRADCHECK(linrec(0, rev), {uniform({9, 1}, 9, 0.3, 0.9), randn({9, 260}, 10)}, fast);
+  }
+  // Only the second output carries a loss; the decay is a constant: the sweep must leave it alone
+  // and give b the same gradient as a float64 sequential loop on the tape.
+  const TD a = uniform({2, 1, 300}, 11, 0.3, 0.9), b = randn({2, 9, 300}, 12), w = randn({2, 9, 300}, 13);
+  VD va = ad::constant(a), vb = ad::param(b);
+  auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{va, vb}, 1);
+  ad::backward(ad::sum(yb * ad::constant(w)));
+  VD vb2 = ad::param(b), h;
+  std::vector<VD> hs;
+  for (int64_t t = 0; t < 9; ++t) {
+    VD bt = ad::select(vb2, 1, t);
+    h = t == 0 ? bt : ad::select(ad::constant(a), 1, 0) * h + bt;
+    hs.push_back(h);
+  }
+  ad::backward(ad::sum(ad::stack(hs, 1) * ad::constant(w)));
+  EXPECT_TRUE(ascan::allclose(vb.grad(), vb2.grad(), 1e-12, 1e-12));
 }
 
 // float32 gradients against float64 ones at long lengths. With decays a in [0.5, 0.99] the

@@ -48,6 +48,22 @@ TEST(AdTape, BackwardNeedsAScalarOrASeedOfTheRightShape) {
   EXPECT_EQ(x.grad(), seed * 2.0);
 }
 
+// The seed is not copied for the sweep, but a leaf gradient it reaches unchanged is a copy:
+// modifying the gradient in place must not change the caller's seed (nor the other way round).
+TEST(AdTape, LeafGradientsDoNotShareTheSeedsStorage) {
+  const TD seed = randn({2, 3}, 3), kept = seed.clone();
+  VD x = ad::param(randn({6}, 4)), y = ad::param(randn({2, 3}, 5));
+  ad::backward(ad::reshape(x, {2, 3}), seed);
+  ad::backward(y, seed);  // the root itself is the leaf
+  for (const VD& v : {x, y}) {
+    EXPECT_FALSE(v.grad().shares_storage_with(seed));
+    v.grad().data()[0] += 1.0;
+  }
+  EXPECT_EQ(seed, kept);
+  EXPECT_EQ(x.grad().reshape({2, 3}).at({0, 1}), kept.at({0, 1}));
+  EXPECT_EQ(y.grad().at({0, 0}), kept.at({0, 0}) + 1.0);
+}
+
 TEST(AdTape, NestedTapeTakesAVjpInsideAnOuterComputation) {
   ad::Tape<double> outer;
   VD w = ad::param(TD::from({2.0, -1.0}, {2}));

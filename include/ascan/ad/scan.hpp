@@ -131,21 +131,22 @@ V scan_pointwise(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opt
   if (grad_enabled())
     for (int32_t id : in_ids) req = req || cur->requires_grad[id];
   auto out_ids = std::make_shared<std::vector<int32_t>>();
-  const int64_t axis = plan.axis;
   const bool reverse = opts.reverse;
   BackwardFn<T> fn = [=](TapeState<T>& s, int32_t) {
-    std::vector<Tensor<T>> gbar(L), xs_full(L);
-    bool any = false;
+    std::vector<Tensor<T>> gbar(L);  // default tensors stand for zero upstream gradients
+    std::array<bool, L> need{};
+    bool any_grad = false, any_need = false;
     for (size_t l = 0; l < L; ++l) {
       const int32_t id = (*out_ids)[l];
-      any = any || s.has_grad[id];
-      gbar[l] = s.has_grad[id] ? s.grads[id] : Tensor<T>::zeros(plan.out_shape);
-      xs_full[l] = xs[l].shape() == plan.out_shape ? xs[l] : ascan::broadcast_to(xs[l], plan.out_shape);
+      if (s.has_grad[id]) gbar[l] = s.grads[id];
+      any_grad = any_grad || s.has_grad[id];
+      need[l] = s.requires_grad[in_ids[l]];
+      any_need = any_need || need[l];
     }
-    if (!any) return;
-    const auto dx = pointwise_scan_vjp<Elem, L>(f, xs_full, ys, gbar, axis, reverse);
+    if (!any_grad || !any_need) return;
+    const auto dx = pointwise_scan_vjp<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
     for (size_t l = 0; l < L; ++l)
-      if (s.requires_grad[in_ids[l]]) s.accumulate(in_ids[l], reduce_to(dx[l], xs[l].shape()));
+      if (need[l]) s.accumulate(in_ids[l], dx[l]);
   };
   const auto outs = push_outputs(ys, req, *out_ids, fn);
   size_t pos = 0;

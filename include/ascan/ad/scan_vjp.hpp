@@ -12,11 +12,14 @@
 #include <array>
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "ascan/detail/pointwise_scan.hpp"
+#include "ascan/detail/scan_plan.hpp"
 #include "ascan/detail/tree.hpp"
+#include "ascan/combine.hpp"
 #include "ascan/dual.hpp"
 #include "ascan/parallel.hpp"
 #include "ascan/scan.hpp"
@@ -122,66 +125,146 @@ std::vector<Tensor<T>> as_vector(const Tup& t) {
 
 inline constexpr int64_t kMinColumnsForSweep = 256;
 
-// The same adjoint swept backwards along the scan axis, one column (an [outer, inner] position)
-// per lane, many lanes at a time: one evaluation of f on duals per element gives B_t for ∂x_t
-// and A_t for the next step's g. One pass over xs, ys and ḡ, no per-step Jacobian arrays; used
-// when there are enough independent columns to keep the threads and vector lanes busy.
+// Lanes per work item of the column sweep, at most: 512 (rows of 2 KiB float per stream walk
+// backwards at streaming speed; 64-lane rows ran at half of it), fewer for large L so that the
+// per-lane state (g, A_{s+1}, row buffers: about L² + 4L values per lane) stays in a 32 KiB
+// stack frame. The state lives on the stack so the compiler sees that the tensors' rows do not
+// alias it, and vectorises the lane loops.
+template <size_t L, class T>
+struct SweepLanes {
+  static constexpr int64_t max = std::clamp<int64_t>(int64_t(32768 / (sizeof(T) * (L * L + 4 * L))) / 16 * 16, 16, 512);
+};
+
+// Lanes per work item: up to `max_lanes` of one run, fewer when that would leave threads idle.
+// Only the split depends on the thread count; every lane's arithmetic does not.
+inline int64_t sweep_lanes(int64_t run, int64_t columns, int64_t max_lanes) {
+  int64_t chunks = (run + max_lanes - 1) / max_lanes;
+  const int64_t threads = ascan::num_threads();
+  if (columns * chunks < threads) chunks = std::min((run + 15) / 16, (threads + columns - 1) / columns);
+  const int64_t lanes = (run + chunks - 1) / chunks;
+  return std::min(run, (lanes + 15) / 16 * 16);
+}
+
+// The adjoint swept backwards along the scan axis, one output column position per lane, many
+// lanes at a time: one evaluation of f on duals per element gives B_t for ∂x_t and A_t for the
+// next step's g. One pass over xs, ys and ḡ; no per-step Jacobian arrays, no broadcast copies.
+//   xs: the leaves in their own shapes (broadcast per `plan`); ys: outputs (plan.out_shape);
+//   gbar: upstream gradients of plan.out_shape, a default-constructed tensor (no storage) for
+//   zero; need: which input gradients to compute. Returns ∂x in each leaf's own shape (a
+//   default tensor where not needed): leaves constant along the axis sum their gradient over
+//   the steps in the lanes (float64 accumulators for float), other broadcast leaves are reduced
+//   from a full-shape gradient.
 template <class Elem, size_t L, class T, class F>
-std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const std::vector<Tensor<T>>& xs,
-                                             const std::vector<Tensor<T>>& ys,
-                                             const std::vector<Tensor<T>>& gbar, int64_t dim, bool reverse) {
-  constexpr int64_t W = 64;  // lanes per work item
-  const Shape shape = ys[0].shape();
-  const ScanView v = scan_view(shape, dim);
-  const int64_t T_len = v.length;
-  std::vector<Tensor<T>> dx(L);
-  for (size_t l = 0; l < L; ++l) dx[l] = Tensor<T>::empty(shape);
-  const int64_t chunks = (v.inner + W - 1) / W;
-  ascan::detail::parallel_for(v.outer * chunks, 1, [&](int64_t ib, int64_t ie) {
-    std::array<std::array<T, W>, L> g;
-    std::array<std::array<T, W>, L * L> a_next;  // A_{s+1} per lane
-    std::array<T, L> left, right;
-    std::array<T, L * L> A, B;
+std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::PointwisePlan& plan,
+                                             const std::vector<Tensor<T>>& xs, const std::vector<Tensor<T>>& ys,
+                                             const std::vector<Tensor<T>>& gbar, const std::array<bool, L>& need,
+                                             bool reverse) {
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+  enum class Out { none, direct, summed };  // direct: into a tensor in the output layout
+  const Shape& shape = plan.out_shape;
+  const int64_t T_len = plan.length, run = plan.run, step = plan.out_t_stride;
+  std::array<Out, L> mode{};
+  std::vector<Tensor<T>> dx(L), full(L);  // full: output-layout gradient (dx itself or reduced later)
+  Shape summed_shape = shape;
+  summed_shape[plan.axis] = 1;
+  for (size_t l = 0; l < L; ++l) {
+    if (!need[l]) continue;
+    if (xs[l].shape() != shape && plan.leaves[l].t_stride == 0) {
+      mode[l] = Out::summed;
+      full[l] = Tensor<T>::empty(summed_shape);
+    } else {
+      mode[l] = Out::direct;
+      full[l] = Tensor<T>::empty(shape);
+    }
+  }
+  using W = SweepLanes<L, T>;
+  const int64_t lanes = sweep_lanes(run, plan.num_columns, W::max);
+  const int64_t chunks = (run + lanes - 1) / lanes;
+  ascan::detail::parallel_for(plan.num_columns * chunks, 1, [&](int64_t ib, int64_t ie) {
+    // Per-lane state and row buffers: g, A_{s+1}, broadcast x rows, scratch ∂x rows, zeros (for
+    // absent ḡ), the sums of summed leaves. Lane j of slot k is [k * lanes + j].
+    std::array<T, L * W::max> g;
+    std::array<T, L * L * W::max> a_next;
+    std::array<T, L * W::max> xb, scratch;
+    std::array<T, W::max> zeros;
+    std::array<Acc, L * W::max> sums;
+    zeros.fill(T(0));
+    std::array<int64_t, L> leaf_off{};
     for (int64_t item = ib; item < ie; ++item) {
-      const int64_t o = item / chunks, i0 = (item % chunks) * W, w = std::min(W, v.inner - i0);
-      const auto row = [&](int64_t s) { return (o * T_len + (reverse ? T_len - 1 - s : s)) * v.inner + i0; };
+      const int64_t c = item / chunks, i0 = (item % chunks) * lanes, w = std::min(lanes, run - i0);
+      int64_t out_off = 0;
+      plan.column_offsets(c, leaf_off.data(), out_off);
+      sums.fill(Acc(0));
+      const auto at = [&](int64_t s) { return reverse ? T_len - 1 - s : s; };  // scan step -> index
+      std::array<const T*, L> gb, yp, xr;
+      std::array<T*, L> dr;
       for (int64_t s = T_len - 1; s >= 0; --s) {
-        const int64_t at = row(s);
+        const int64_t t = at(s), row = out_off + t * step + i0;
+        for (size_t l = 0; l < L; ++l) {
+          gb[l] = gbar[l].storage_id() ? gbar[l].data() + row : zeros.data();
+          dr[l] = mode[l] == Out::direct ? full[l].data() + row : scratch.data() + l * lanes;
+        }
+        // g_s = ḡ_s + A_{s+1}ᵀ g_{s+1}, every component from the old g (g_{T-1} = ḡ_{T-1})
         if (s == T_len - 1) {
-          for (size_t l = 0; l < L; ++l)
-            for (int64_t j = 0; j < w; ++j) g[l][j] = gbar[l].data()[at + j];
-        } else {  // g_s = ḡ_s + A_{s+1}ᵀ g_{s+1}, every component from the old g
+          for (size_t l = 0; l < L; ++l) std::copy_n(gb[l], w, g.data() + l * lanes);
+        } else {
+#pragma GCC ivdep
           for (int64_t j = 0; j < w; ++j) {
             std::array<T, L> old;
-            for (size_t l = 0; l < L; ++l) old[l] = g[l][j];
+            for (size_t l = 0; l < L; ++l) old[l] = g[l * lanes + j];
             for (size_t l = 0; l < L; ++l) {
-              T acc = gbar[l].data()[at + j];
-              for (size_t k = 0; k < L; ++k) acc += a_next[k * L + l][j] * old[k];
-              g[l][j] = acc;
+              T acc = gb[l][j];
+              for (size_t k = 0; k < L; ++k) acc += a_next[(k * L + l) * lanes + j] * old[k];
+              g[l * lanes + j] = acc;
             }
           }
         }
-        if (s == 0) {
-          for (size_t l = 0; l < L; ++l) std::copy(g[l].begin(), g[l].begin() + w, dx[l].data() + at);
-          continue;
-        }
-        const int64_t prev = row(s - 1);
-        for (int64_t j = 0; j < w; ++j) {
+        if (s == 0) {  // ∂x_0 = g_0
+          for (size_t l = 0; l < L; ++l) std::copy_n(g.data() + l * lanes, w, dr[l]);
+        } else {
+          const int64_t prev = out_off + at(s - 1) * step + i0;
           for (size_t l = 0; l < L; ++l) {
-            left[l] = ys[l].data()[prev + j];
-            right[l] = xs[l].data()[at + j];
+            yp[l] = ys[l].data() + prev;
+            const ascan::detail::LeafLayout& lay = plan.leaves[l];
+            const T* p = xs[l].data() + leaf_off[l] + t * lay.t_stride;
+            if (lay.lane_contiguous) {
+              xr[l] = p + i0;
+            } else {  // constant over the run: one value for every lane
+              std::fill_n(xb.data() + l * lanes, w, *p);
+              xr[l] = xb.data() + l * lanes;
+            }
           }
-          jacobians<Elem, L>(f, left, right, A, B);
-          for (size_t m = 0; m < L; ++m) {  // ∂x_s = B_sᵀ g_s
-            T acc = T(0);
-            for (size_t k = 0; k < L; ++k) acc += B[k * L + m] * g[k][j];
-            dx[m].data()[at + j] = acc;
+          std::array<T, L> left, right;
+          std::array<T, L * L> A, B;
+          // Rows of different tensors (and the stack buffers) never overlap.
+#pragma GCC ivdep
+          for (int64_t j = 0; j < w; ++j) {
+            for (size_t l = 0; l < L; ++l) {
+              left[l] = yp[l][j];
+              right[l] = xr[l][j];
+            }
+            jacobians<Elem, L>(f, left, right, A, B);
+            for (size_t m = 0; m < L; ++m) {  // ∂x_s = B_sᵀ g_s
+              T acc = T(0);
+              for (size_t k = 0; k < L; ++k) acc += B[k * L + m] * g[k * lanes + j];
+              dr[m][j] = acc;
+            }
+            for (size_t e = 0; e < L * L; ++e) a_next[e * lanes + j] = A[e];
           }
-          for (size_t e = 0; e < L * L; ++e) a_next[e][j] = A[e];
         }
+        for (size_t l = 0; l < L; ++l)
+          if (mode[l] == Out::summed)
+            for (int64_t j = 0; j < w; ++j) sums[l * lanes + j] += Acc(dr[l][j]);
       }
+      // The summed leaves' column: out_off with the axis index dropped (it is 0 at the column base).
+      const int64_t sum_off = out_off / (T_len * step) * step + out_off % step + i0;
+      for (size_t l = 0; l < L; ++l)
+        if (mode[l] == Out::summed)
+          for (int64_t j = 0; j < w; ++j) full[l].data()[sum_off + j] = T(sums[l * lanes + j]);
     }
   });
+  for (size_t l = 0; l < L; ++l)
+    if (need[l]) dx[l] = full[l].shape() == xs[l].shape() ? full[l] : reduce_to(full[l], xs[l].shape());
   return dx;
 }
 
@@ -264,18 +347,46 @@ std::vector<Tensor<T>> pointwise_vjp_flipped(const F& f, const std::vector<Tenso
   return dx;
 }
 
-// Gradients with respect to the (broadcast, full-shape) inputs of a pointwise scan.
-//   xs, ys, gbar: L tensors of the output shape each; dim: resolved scan axis of that shape.
+// Gradients of a pointwise scan with respect to its inputs, in each leaf's own shape.
+//   plan: the scan's plan (output shape, axis, broadcast layout of xs); xs: the leaves as given;
+//   ys: outputs; gbar: upstream gradients (a default-constructed tensor for zero); need: which
+//   gradients to return (the others are default tensors).
 // Many independent columns take the one-pass column sweep, few long ones the flipped scan; the
 // choice depends on the shape only, so gradients do not depend on the thread count.
 template <class Elem, size_t L, class T, class F>
-std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const std::vector<Tensor<T>>& xs,
-                                          const std::vector<Tensor<T>>& ys,
-                                          const std::vector<Tensor<T>>& gbar, int64_t dim, bool reverse) {
-  const ScanView v = scan_view(ys[0].shape(), dim);
-  if (v.outer * v.inner >= kMinColumnsForSweep)
-    return pointwise_vjp_columns<Elem, L>(f, xs, ys, gbar, dim, reverse);
-  return pointwise_vjp_flipped<Elem, L>(f, xs, ys, gbar, dim, reverse);
+std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::PointwisePlan& plan,
+                                          const std::vector<Tensor<T>>& xs, const std::vector<Tensor<T>>& ys,
+                                          const std::vector<Tensor<T>>& gbar, const std::array<bool, L>& need,
+                                          bool reverse) {
+  const Shape& shape = plan.out_shape;
+  std::vector<Tensor<T>> dx(L);
+  if (plan.numel() == 0) {
+    for (size_t l = 0; l < L; ++l)
+      if (need[l]) dx[l] = Tensor<T>::zeros(xs[l].shape());
+    return dx;
+  }
+  if constexpr (L == 1 && std::is_same_v<F, ascan::Add>) {
+    // A sum's Jacobians are identities: the adjoint is the scan of ḡ in the other direction,
+    // which reads ḡ alone (the general sweeps also read xs and ys to evaluate them).
+    if (!gbar[0].storage_id()) {
+      dx[0] = Tensor<T>::zeros(xs[0].shape());
+    } else {
+      const Tensor<T> g = ascan::associative_scan(ascan::add, gbar[0], plan.axis, {.reverse = !reverse});
+      dx[0] = xs[0].shape() == shape ? g : reduce_to(g, xs[0].shape());
+    }
+    return dx;
+  }
+  if (plan.num_columns * plan.run >= kMinColumnsForSweep)
+    return pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
+  std::vector<Tensor<T>> xs_full(L), gbar_full(L);
+  for (size_t l = 0; l < L; ++l) {
+    xs_full[l] = xs[l].shape() == shape ? xs[l] : ascan::broadcast_to(xs[l], shape);
+    gbar_full[l] = gbar[l].storage_id() ? gbar[l] : Tensor<T>::zeros(shape);
+  }
+  const auto full = pointwise_vjp_flipped<Elem, L>(f, xs_full, ys, gbar_full, plan.axis, reverse);
+  for (size_t l = 0; l < L; ++l)
+    if (need[l]) dx[l] = xs[l].shape() == shape ? full[l] : reduce_to(full[l], xs[l].shape());
+  return dx;
 }
 
 }  // namespace ascan::ad::detail

@@ -51,6 +51,7 @@ struct TapeState {
   std::map<int32_t, Import> imports;       // proxy id -> the enclosing tape's node
   std::map<std::pair<const TapeState*, int32_t>, int32_t> import_ids;
   std::shared_ptr<TapeState> outer;        // the enclosing tape (nullptr for a default tape)
+  Tensor<T> seed;                          // the caller's cotangent while a sweep runs
   bool alive = true;
   uint32_t next_serial = 1;
 
@@ -74,7 +75,10 @@ struct TapeState {
   void accumulate(int32_t id, const Tensor<T>& g) {
     if (!requires_grad[id]) return;
     if (!has_grad[id]) {
-      grads[id] = g;
+      // A leaf's gradient is the user's to keep (and to modify): it must not share storage with
+      // the caller's seed, which may reach it unchanged (through a reshape, an add, a scan of
+      // length one). Everything else is shared without a copy.
+      grads[id] = is_leaf[id] && seed.storage_id() && g.shares_storage_with(seed) ? g.clone() : g;
       has_grad[id] = 1;
       return;
     }

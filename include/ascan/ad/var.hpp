@@ -116,11 +116,17 @@ void sweep(TapeState<T>& s, int32_t root, const Tensor<T>& seed) {
       s.grads[i] = Tensor<T>();
     }
   if (!s.requires_grad[root]) return;
+  // The seed is used without a copy; accumulate() copies it only into a leaf's gradient.
+  struct SeedScope {
+    TapeState<T>& s;
+    ~SeedScope() { s.seed = Tensor<T>(); }
+  } scope{s};
+  s.seed = seed;
   if (s.is_leaf[root]) {
     s.accumulate(root, seed);
     return;
   }
-  s.grads[root] = seed.clone();
+  s.grads[root] = seed;
   s.has_grad[root] = 1;
   // From the top: a multi-output node's head (above root when root is one of its other outputs)
   // must run too; nodes without a gradient are skipped.
