@@ -183,7 +183,8 @@ TEST(AdScan, EmptyScanHasEmptyGradients) {
 }
 
 // Wide layouts (>= 256 independent columns) take the one-pass column sweep; few columns take the
-// flipped associative scan. Both must give the same gradients, and the sweep must pass gradcheck.
+// two-pass segment sweep. Both must give the same gradients (on any layout), and the column sweep
+// must pass gradcheck.
 template <size_t L, class F>
 void expect_paths_agree(const F& f, const std::vector<TD>& xs, int64_t dim, bool reverse, uint64_t seed) {
   using X = decltype(ascan::ad::detail::as_tuple<L>(xs));
@@ -203,16 +204,44 @@ void expect_paths_agree(const F& f, const std::vector<TD>& xs, int64_t dim, bool
   std::array<bool, L> need;
   need.fill(true);
   const auto a = ascan::ad::detail::pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
-  const auto b = ascan::ad::detail::pointwise_vjp_flipped<Elem, L>(f, xs, ys, gbar, plan.axis, reverse);
+  const auto b = ascan::ad::detail::pointwise_vjp_segments<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
   for (size_t l = 0; l < L; ++l) EXPECT_TRUE(ascan::allclose(a[l], b[l], 1e-10, 1e-10)) << "leaf " << l;
 }
 
-TEST(AdScan, ColumnSweepAndFlippedScanAgree) {
+TEST(AdScan, ColumnSweepAndSegmentSweepAgree) {
   for (bool rev : {false, true}) {
     expect_paths_agree<2>(ascan::linear_recurrence, {uniform({3, 40, 100}, 1, -1.0, 1.0), randn({3, 40, 100}, 2)}, 1, rev, 3);
     expect_paths_agree<4>(s5, {uniform({50, 300}, 4, -0.7, 0.7), uniform({50, 300}, 5, -0.7, 0.7), randn({50, 300}, 6),
                                randn({50, 300}, 7)}, 0, rev, 8);
     expect_paths_agree<1>(ascan::logaddexp, {randn({2, 300, 17}, 9)}, 1, rev, 10);
+  }
+}
+
+// Long columns are cut into segments of 512 steps, chained by their (M, c): lengths with a short
+// last segment, every leaf kind (full, constant along the axis and summed across segments,
+// constant over the lanes), both directions, against float64 finite differences; and against the
+// column sweep on the same long layouts. Decays are close to 1 (products over a segment of about
+// 0.4), so what a segment receives from the next one matters; the complex decays rotate, so M is
+// not symmetric.
+TEST(AdScan, SegmentSweepAcrossSegments) {
+  const ascan::ad::GradcheckOptions fast{.fast = true, .num_directions = 6};
+  for (bool rev : {false, true}) {
+    EXPECT_GRADCHECK([rev](const auto& x) {
+      return ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, 0, {.reverse = rev});
+    }, {uniform({1100}, 1, 0.997, 0.9995), randn({1100}, 2)}, fast);
+    EXPECT_GRADCHECK([rev](const auto& x) {
+      return ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, 0, {.reverse = rev});
+    }, {uniform({1, 3}, 3, 0.997, 0.9995), randn({1030, 3}, 4)}, fast);
+    EXPECT_GRADCHECK([rev](const auto& x) {
+      return ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, -1, {.reverse = rev});
+    }, {uniform({2, 1030}, 5, 0.997, 0.9995), randn({1, 1030}, 6)}, fast);
+    EXPECT_GRADCHECK([rev](const auto& x) {
+      return ascan::associative_scan(s5, std::tuple{x[0], x[1], x[2], x[3]}, 0, {.reverse = rev});
+    }, {uniform({1025}, 7, 0.997, 0.998), uniform({1025}, 8, -0.05, 0.05), randn({1025}, 9), randn({1025}, 10)}, fast);
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({1100, 5}, 11, 0.997, 0.9995), randn({1100, 5}, 12)}, 0, rev, 13);
+    expect_paths_agree<4>(s5, {uniform({1025, 3}, 14, 0.997, 0.998), uniform({1025, 3}, 15, -0.05, 0.05),
+                               randn({1025, 3}, 16), randn({1025, 3}, 17)}, 0, rev, 18);
+    expect_paths_agree<1>(ascan::logaddexp, {randn({2, 1537}, 19)}, 1, rev, 20);
   }
 }
 

@@ -3,14 +3,18 @@
 // With per-step Jacobians A_t = ∂f/∂left, B_t = ∂f/∂right at (y_{t-1}, x_t) (L×L per element,
 // from one call of f on dual numbers with 2L tangents):
 //     g_{T-1} = ḡ_{T-1},   g_t = ḡ_t + A_{t+1}ᵀ g_{t+1},   ∂x_t = B_tᵀ g_t (t ≥ 1),  ∂x_0 = g_0.
-// The adjoint recurrence is solved by an associative scan in the opposite direction over pairs
-// (M, c) with M_t = A_{t+1}ᵀ, c_t = ḡ_t and (M, c) ⊕ (M', c') = (M'·M, c' + M'·c). Exact for any
-// upstream gradients, coupled leaves included. Indices are in scan order (reverse mirrors them).
+// Exact for any upstream gradients, coupled leaves included. Indices are in scan order (reverse
+// mirrors them). The adjoint recurrence is linear, so it associates like the forward scan: over
+// a stretch [t0, t1) it is g_{t0} = c + M g_{t1} with (M, c) composed from the steps. Two fused
+// sweeps evaluate the Jacobians where they are needed and store nothing per step: many columns
+// walk back one lane per column (one pass); few long columns are cut into segments whose (M, c)
+// are chained first (two passes). Memory: xs, ys, ḡ and the gradients.
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -86,32 +90,23 @@ ASCAN_ALWAYS_INLINE void jacobians(const F& f, const std::array<T, L>& left, con
     }
 }
 
-// (M, c) ⊕ (M', c') = (M'·M, c' + M'·c) on a flat tuple of L*L + L scalars (M row-major, then c),
-// written as straight-line code on the tuple elements so the lane loops vectorise.
-template <size_t L>
-struct AdjointCombine {
-  template <class Tup>
-  ASCAN_ALWAYS_INLINE Tup operator()(const Tup& a, const Tup& b) const {
-    return [&]<size_t... K>(std::index_sequence<K...>) { return Tup{entry<K>(a, b)...}; }(
-        std::make_index_sequence<L * L + L>{});
+// A alone (∂out/∂left), from duals with L tangents: the segment sweep's first pass needs no B.
+template <class Elem, size_t L, class T, class F>
+ASCAN_ALWAYS_INLINE void left_jacobian(const F& f, const std::array<T, L>& left, const std::array<T, L>& right,
+                                       std::array<T, L * L>& A) {
+  using D = Dual<T, static_cast<int>(L)>;
+  std::array<D, L> l, r, o;
+  for (size_t i = 0; i < L; ++i) {
+    l[i] = D(left[i]);
+    l[i].d[i] = T(1);
+    r[i] = D(right[i]);
   }
-
- private:
-  template <size_t K, class Tup>
-  ASCAN_ALWAYS_INLINE static auto entry(const Tup& a, const Tup& b) {
-    if constexpr (K < L * L) {  // (M'·M)[i][j] = sum_k M'[i][k] M[k][j]
-      constexpr size_t i = K / L, j = K % L;
-      return [&]<size_t... k>(std::index_sequence<k...>) {
-        return ((std::get<i * L + k>(b) * std::get<k * L + j>(a)) + ...);
-      }(std::make_index_sequence<L>{});
-    } else {  // (c' + M'·c)[i]
-      constexpr size_t i = K - L * L;
-      return [&]<size_t... k>(std::index_sequence<k...>) {
-        return (std::get<L * L + i>(b) + ... + (std::get<i * L + k>(b) * std::get<L * L + k>(a)));
-      }(std::make_index_sequence<L>{});
-    }
-  }
-};
+  size_t pl = 0, pr = 0, po = 0;
+  const auto out = f(build_elem<Elem, D>(l.data(), pl), build_elem<Elem, D>(r.data(), pr));
+  scatter_elem<D>(out, o.data(), po);
+  for (size_t k = 0; k < L; ++k)
+    for (size_t i = 0; i < L; ++i) A[k * L + i] = o[k].d[i];
+}
 
 template <size_t N, class T>
 auto as_tuple(const std::vector<Tensor<T>>& v) {
@@ -122,6 +117,47 @@ template <class T, class Tup>
 std::vector<Tensor<T>> as_vector(const Tup& t) {
   return std::apply([](const auto&... x) { return std::vector<Tensor<T>>{x...}; }, t);
 }
+
+// Where the sweeps put ∂x of each leaf: leaves of the output's shape directly into their
+// gradient (in the output layout); leaves constant along the axis summed over the steps (float64
+// accumulators for float) into a tensor of the output's shape without the axis; other broadcast
+// leaves into a full-shape tensor that is reduced afterwards. Leaves without `need` get nothing.
+template <class T, size_t L>
+struct GradOutputs {
+  enum class Mode { none, direct, summed };
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+  std::array<Mode, L> mode{};
+  std::vector<Tensor<T>> full;
+  int64_t length = 0, step = 1;
+
+  GradOutputs(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
+              const std::array<bool, L>& need)
+      : full(L), length(plan.length), step(plan.out_t_stride) {
+    Shape summed_shape = plan.out_shape;
+    summed_shape[plan.axis] = 1;
+    for (size_t l = 0; l < L; ++l) {
+      if (!need[l]) continue;
+      const bool summed = xs[l].shape() != plan.out_shape && plan.leaves[l].t_stride == 0;
+      mode[l] = summed ? Mode::summed : Mode::direct;
+      full[l] = Tensor<T>::empty(summed ? summed_shape : plan.out_shape);
+    }
+  }
+  bool any_summed() const {
+    return std::find(mode.begin(), mode.end(), Mode::summed) != mode.end();
+  }
+  // The summed tensor's offset of an output offset at axis index 0.
+  int64_t summed_offset(int64_t out_offset) const {
+    return out_offset / (length * step) * step + out_offset % step;
+  }
+  // ∂x in each leaf's own shape (default tensors where not needed).
+  std::vector<Tensor<T>> finish(const std::vector<Tensor<T>>& xs) const {
+    std::vector<Tensor<T>> dx(L);
+    for (size_t l = 0; l < L; ++l)
+      if (mode[l] != Mode::none)
+        dx[l] = full[l].shape() == xs[l].shape() ? full[l] : reduce_to(full[l], xs[l].shape());
+    return dx;
+  }
+};
 
 inline constexpr int64_t kMinColumnsForSweep = 256;
 
@@ -159,24 +195,10 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
                                              const std::vector<Tensor<T>>& xs, const std::vector<Tensor<T>>& ys,
                                              const std::vector<Tensor<T>>& gbar, const std::array<bool, L>& need,
                                              bool reverse) {
-  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
-  enum class Out { none, direct, summed };  // direct: into a tensor in the output layout
-  const Shape& shape = plan.out_shape;
+  using Outs = GradOutputs<T, L>;
+  using Acc = typename Outs::Acc;
   const int64_t T_len = plan.length, run = plan.run, step = plan.out_t_stride;
-  std::array<Out, L> mode{};
-  std::vector<Tensor<T>> dx(L), full(L);  // full: output-layout gradient (dx itself or reduced later)
-  Shape summed_shape = shape;
-  summed_shape[plan.axis] = 1;
-  for (size_t l = 0; l < L; ++l) {
-    if (!need[l]) continue;
-    if (xs[l].shape() != shape && plan.leaves[l].t_stride == 0) {
-      mode[l] = Out::summed;
-      full[l] = Tensor<T>::empty(summed_shape);
-    } else {
-      mode[l] = Out::direct;
-      full[l] = Tensor<T>::empty(shape);
-    }
-  }
+  Outs outs(plan, xs, need);
   using W = SweepLanes<L, T>;
   const int64_t lanes = sweep_lanes(run, plan.num_columns, W::max);
   const int64_t chunks = (run + lanes - 1) / lanes;
@@ -202,7 +224,7 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
         const int64_t t = at(s), row = out_off + t * step + i0;
         for (size_t l = 0; l < L; ++l) {
           gb[l] = gbar[l].storage_id() ? gbar[l].data() + row : zeros.data();
-          dr[l] = mode[l] == Out::direct ? full[l].data() + row : scratch.data() + l * lanes;
+          dr[l] = outs.mode[l] == Outs::Mode::direct ? outs.full[l].data() + row : scratch.data() + l * lanes;
         }
         // g_s = ḡ_s + A_{s+1}ᵀ g_{s+1}, every component from the old g (g_{T-1} = ḡ_{T-1})
         if (s == T_len - 1) {
@@ -253,105 +275,282 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
           }
         }
         for (size_t l = 0; l < L; ++l)
-          if (mode[l] == Out::summed)
+          if (outs.mode[l] == Outs::Mode::summed)
             for (int64_t j = 0; j < w; ++j) sums[l * lanes + j] += Acc(dr[l][j]);
       }
-      // The summed leaves' column: out_off with the axis index dropped (it is 0 at the column base).
-      const int64_t sum_off = out_off / (T_len * step) * step + out_off % step + i0;
       for (size_t l = 0; l < L; ++l)
-        if (mode[l] == Out::summed)
-          for (int64_t j = 0; j < w; ++j) full[l].data()[sum_off + j] = T(sums[l * lanes + j]);
+        if (outs.mode[l] == Outs::Mode::summed)
+          for (int64_t j = 0; j < w; ++j) outs.full[l].data()[outs.summed_offset(out_off) + i0 + j] = T(sums[l * lanes + j]);
     }
   });
-  for (size_t l = 0; l < L; ++l)
-    if (need[l]) dx[l] = full[l].shape() == xs[l].shape() ? full[l] : reduce_to(full[l], xs[l].shape());
-  return dx;
+  return outs.finish(xs);
 }
 
-// The adjoint by the flipped associative scan: O(log T) depth along the scan axis, for few long
-// columns (one long sequence). Materialises M_t = A_{t+1}ᵀ for the adjoint scan.
+// The adjoint for few long columns (one long sequence, [T, 7]): each column is cut into segments
+// of kSegmentSteps steps, and the segments of all columns are the lanes of a sweep, kLanesPerTile
+// at a time. Two sweeps over the data and no per-step arrays:
+//   1. per segment [t0, t1), walking backwards from zero: g_s = c_s + M_s g_{t1} with
+//      c_s = ḡ_s + A_{s+1}ᵀ c_{s+1} and M_s = A_{s+1}ᵀ M_{s+1} (c = 0, M = I at t1);
+//   2. g_{t1} of every segment from its successor's (c, M), sequentially per column (O(T / 512));
+//   3. per segment again from the true g_{t1}: g_s and ∂x_s = B_sᵀ g_s, as in the column sweep.
+// The lanes' operands are staged kStageSteps steps at a time: each lane copies its stretch of
+// every stream (sequential reads the prefetchers follow and the core overlaps) into step-major
+// tile buffers, which the lane loops read contiguously. A tile holds segments of one length (the
+// columns' last segments, which may be shorter, have tiles of their own) and always VW lanes
+// (the last tile repeats a lane and drops its results), so the lane loops are straight-line
+// code over a constant count and vectorise. Segment lengths depend on T only, so the gradients
+// do not depend on the thread count.
+inline constexpr int64_t kSegmentSteps = 512;
+inline constexpr int64_t kLanesPerTile = 16;
+inline constexpr int64_t kStageSteps = 32;
+
+template <class T, size_t L>
+struct SegmentTile {
+  static constexpr int64_t VW = kLanesPerTile, Q = kStageSteps;
+  int64_t w = 0, len = 0;                              // lanes with results, steps per lane
+  std::array<int64_t, VW> v, n, t0;                    // lane j: segment v = n * S + k from t0
+  std::array<std::array<std::array<T, VW>, Q>, L> gb, left, right, d;  // [leaf][step in stage][lane]
+};
+
 template <class Elem, size_t L, class T, class F>
-std::vector<Tensor<T>> pointwise_vjp_flipped(const F& f, const std::vector<Tensor<T>>& xs,
-                                             const std::vector<Tensor<T>>& ys,
-                                             const std::vector<Tensor<T>>& gbar, int64_t dim, bool reverse) {
-  const Shape shape = ys[0].shape();
-  const ScanView v = scan_view(shape, dim);
-  const int64_t T_len = v.length;
-  const auto index = [&](int64_t o, int64_t s, int64_t i) {  // flat index of scan step s
-    return (o * T_len + (reverse ? T_len - 1 - s : s)) * v.inner + i;
-  };
-  // M_s = A_{s+1}ᵀ at every step but the last (whose M never multiplies anything).
-  std::vector<Tensor<T>> adj_leaves;
-  std::vector<T*> m_ptr;
-  for (size_t k = 0; k < L * L; ++k) {  // every entry is written below: no zero-fill pass
-    adj_leaves.push_back(Tensor<T>::empty(shape));
-    m_ptr.push_back(adj_leaves.back().data());
+std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::PointwisePlan& plan,
+                                              const std::vector<Tensor<T>>& xs, const std::vector<Tensor<T>>& ys,
+                                              const std::vector<Tensor<T>>& gbar, const std::array<bool, L>& need,
+                                              bool reverse) {
+  using Tile = SegmentTile<T, L>;
+  using Outs = GradOutputs<T, L>;
+  using Acc = typename Outs::Acc;
+  constexpr int64_t VW = Tile::VW, Q = Tile::Q;
+  const int64_t T_len = plan.length, R = plan.run, step = plan.out_t_stride;
+  const int64_t N = plan.num_columns * R;  // columns of the output, one lane each
+  const int64_t seg = std::min(T_len, kSegmentSteps), S = (T_len + seg - 1) / seg;
+  const int64_t last_len = T_len - (S - 1) * seg;
+  Outs outs(plan, xs, need);
+  // Element offsets of column n at index 0: in the output and in each leaf.
+  std::vector<int64_t> out_base(N);
+  std::vector<std::array<int64_t, L>> leaf_base(N);
+  {
+    std::array<int64_t, L> leaf_off{};
+    int64_t out_off = 0;
+    for (int64_t c = 0; c < plan.num_columns; ++c) {
+      plan.column_offsets(c, leaf_off.data(), out_off);
+      for (int64_t i = 0; i < R; ++i) {
+        out_base[c * R + i] = out_off + i;
+        for (size_t l = 0; l < L; ++l) leaf_base[c * R + i][l] = leaf_off[l] + (plan.leaves[l].lane_contiguous ? i : 0);
+      }
+    }
   }
-  for (size_t l = 0; l < L; ++l) adj_leaves.push_back(gbar[l]);
-  // Rows (o, s) are independent in both passes; lanes i are contiguous, so rows stream.
-  const int64_t num_rows = v.outer * T_len;
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(v.inner, 1));
-  ascan::detail::parallel_for(num_rows, grain, [&](int64_t rb, int64_t re) {
-    std::array<T, L> left, right;
-    std::array<T, L * L> A, B;
-    for (int64_t row = rb; row < re; ++row) {
-      const int64_t o = row / T_len, s = row % T_len;
-      if (s + 1 >= T_len) {  // the last step's M never multiplies anything: zero it
-        const int64_t at = index(o, s, 0);
-        for (size_t e = 0; e < L * L; ++e) std::fill_n(m_ptr[e] + at, v.inner, T(0));
-        continue;
-      }
-      const int64_t at = index(o, s, 0), next = index(o, s + 1, 0);
-      for (int64_t i = 0; i < v.inner; ++i) {
-        for (size_t l = 0; l < L; ++l) {
-          left[l] = ys[l].data()[at + i];
-          right[l] = xs[l].data()[next + i];
+  std::array<const T*, L> y_ptr, x_ptr, g_ptr;
+  std::array<T*, L> dx_ptr;
+  std::array<int64_t, L> x_step;
+  for (size_t l = 0; l < L; ++l) {
+    y_ptr[l] = ys[l].data();
+    x_ptr[l] = xs[l].data();
+    x_step[l] = plan.leaves[l].t_stride;
+    g_ptr[l] = gbar[l].storage_id() ? gbar[l].data() : nullptr;
+    dx_ptr[l] = outs.mode[l] == Outs::Mode::direct ? outs.full[l].data() : nullptr;
+  }
+  const auto at = [&](int64_t s) { return reverse ? T_len - 1 - s : s; };  // scan step -> index
+  // Tiles: first the full segments (k < S - 1) of all columns, segment-major, then the last ones.
+  const int64_t full_lanes = N * (S - 1), full_tiles = (full_lanes + VW - 1) / VW;
+  const int64_t tiles = full_tiles + (N + VW - 1) / VW;
+  const auto set_tile = [&](int64_t tile, Tile& r) {
+    const bool last = tile >= full_tiles;
+    const int64_t u0 = (last ? tile - full_tiles : tile) * VW;
+    r.w = std::min(VW, (last ? N : full_lanes) - u0);
+    r.len = last ? last_len : seg;
+    for (int64_t j = 0; j < VW; ++j) {
+      const int64_t u = u0 + std::min(j, r.w - 1);
+      const int64_t k = last ? S - 1 : u / N;
+      r.n[j] = last ? u : u % N;
+      r.t0[j] = k * seg;
+      r.v[j] = r.n[j] * S + k;
+    }
+  };
+  // Stages steps q0 .. q0 + qn - 1 (relative to each lane's t0) of the tile's lanes.
+  const auto stage = [&](Tile& r, int64_t q0, int64_t qn) {
+    for (int64_t j = 0; j < VW; ++j) {
+      const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
+      for (size_t l = 0; l < L; ++l) {
+        const T* yl = y_ptr[l] + ob;
+        const T* xl = x_ptr[l] + leaf_base[r.n[j]][l];
+        for (int64_t qq = 0; qq < qn; ++qq) {
+          const int64_t s = s0 + qq;
+          r.left[l][qq][j] = yl[at(s > 0 ? s - 1 : s) * step];
+          r.right[l][qq][j] = xl[at(s) * x_step[l]];
+          r.gb[l][qq][j] = g_ptr[l] ? g_ptr[l][ob + at(s) * step] : T(0);
         }
-        jacobians<Elem, L>(f, left, right, A, B);
-        for (size_t k = 0; k < L; ++k)
-          for (size_t j = 0; j < L; ++j) m_ptr[k * L + j][at + i] = A[j * L + k];  // transpose
+      }
+      // The next stage's stretch of every stream (the lanes walk VW * L * 4 of them, more than
+      // the hardware prefetchers follow), so its loads hit while this stage is computed.
+      if (q0 >= Q) {
+        constexpr int64_t line = 64 / sizeof(T);
+        const int64_t i0 = at(s0 - Q), i1 = at(s0 - 1), lo = std::min(i0, i1), hi = std::max(i0, i1);
+        for (size_t l = 0; l < L; ++l) {
+          const int64_t xo = leaf_base[r.n[j]][l];
+          for (int64_t e = lo * step; e <= hi * step; e += line) {
+            __builtin_prefetch(y_ptr[l] + ob + e);
+            if (g_ptr[l]) __builtin_prefetch(g_ptr[l] + ob + e);
+            if (dx_ptr[l]) __builtin_prefetch(dx_ptr[l] + ob + e, 1);
+          }
+          for (int64_t e = lo * x_step[l]; e <= hi * x_step[l]; e += line) __builtin_prefetch(x_ptr[l] + xo + e);
+        }
+      }
+    }
+  };
+  std::vector<T> agg(N * S * (L + L * L));  // pass 1: (c, M) at t0 of every segment
+  std::vector<T> a_end(N * S * L * L);      // A_{t1} (zero for a column's last segment)
+  std::vector<T> g_in(N * S * L);           // g_{t1}
+  std::vector<Acc> sums(outs.any_summed() ? N * S * L : 0);
+  // Pass 1: the segments' (c, M); also A_{t1} for pass 3.
+  ascan::detail::parallel_for(tiles, 1, [&](int64_t ib, int64_t ie) {
+    const std::unique_ptr<Tile> tile_buf(new Tile);  // default-initialised: no zeroing
+    Tile& r = *tile_buf;
+    std::array<std::array<T, VW>, L> c;
+    std::array<std::array<T, VW>, L * L> M, a_next;
+    for (int64_t tile = ib; tile < ie; ++tile) {
+      set_tile(tile, r);
+      for (int64_t j = 0; j < VW; ++j) {
+        const int64_t t1 = r.t0[j] + r.len;
+        std::array<T, L * L> A{};
+        if (t1 < T_len) {
+          std::array<T, L> left, right;
+          for (size_t l = 0; l < L; ++l) {
+            left[l] = y_ptr[l][out_base[r.n[j]] + at(t1 - 1) * step];
+            right[l] = x_ptr[l][leaf_base[r.n[j]][l] + at(t1) * x_step[l]];
+          }
+          left_jacobian<Elem, L>(f, left, right, A);
+        }
+        for (size_t e = 0; e < L * L; ++e) {
+          a_next[e][j] = A[e];
+          if (j < r.w) a_end[r.v[j] * L * L + e] = A[e];
+          M[e][j] = e / L == e % L ? T(1) : T(0);
+        }
+        for (size_t l = 0; l < L; ++l) c[l][j] = T(0);
+      }
+      for (int64_t q0 = (r.len - 1) / Q * Q; q0 >= 0; q0 -= Q) {
+        const int64_t qn = std::min(Q, r.len - q0);
+        stage(r, q0, qn);
+        for (int64_t qq = qn - 1; qq >= 0; --qq) {
+#pragma GCC ivdep
+          for (int64_t j = 0; j < VW; ++j) {
+            std::array<T, L> cn, left, right;
+            std::array<T, L * L> Mn, A;
+            for (size_t l = 0; l < L; ++l) {
+              T acc = r.gb[l][qq][j];
+              for (size_t k = 0; k < L; ++k) acc += a_next[k * L + l][j] * c[k][j];
+              cn[l] = acc;
+              for (size_t m = 0; m < L; ++m) {
+                T am = T(0);
+                for (size_t k = 0; k < L; ++k) am += a_next[k * L + l][j] * M[k * L + m][j];
+                Mn[l * L + m] = am;
+              }
+              left[l] = r.left[l][qq][j];
+              right[l] = r.right[l][qq][j];
+            }
+            left_jacobian<Elem, L>(f, left, right, A);
+            for (size_t l = 0; l < L; ++l) c[l][j] = cn[l];
+            for (size_t e = 0; e < L * L; ++e) {
+              M[e][j] = Mn[e];
+              a_next[e][j] = A[e];
+            }
+          }
+        }
+      }
+      for (int64_t j = 0; j < r.w; ++j) {
+        T* out = agg.data() + r.v[j] * (L + L * L);
+        for (size_t l = 0; l < L; ++l) out[l] = c[l][j];
+        for (size_t e = 0; e < L * L; ++e) out[L + e] = M[e][j];
       }
     }
   });
-  const std::vector<Tensor<T>> adj = as_vector<T>(ascan::associative_scan(
-      AdjointCombine<L>{}, as_tuple<L * L + L>(adj_leaves), dim, {.reverse = !reverse}));
-  const std::vector<Tensor<T>> g(adj.begin() + L * L, adj.end());
-  std::vector<Tensor<T>> dx(L);
-  for (size_t l = 0; l < L; ++l) dx[l] = Tensor<T>::empty(shape);
-  ascan::detail::parallel_for(num_rows, grain, [&](int64_t rb, int64_t re) {
-    std::array<T, L> left, right;
-    std::array<T, L * L> A, B;
-    for (int64_t row = rb; row < re; ++row) {
-      const int64_t o = row / T_len, s = row % T_len;
-      const int64_t at = index(o, s, 0);
-      if (s == 0) {  // ∂x_0 = g_0
-        for (size_t l = 0; l < L; ++l)
-          std::copy(g[l].data() + at, g[l].data() + at + v.inner, dx[l].data() + at);
-        continue;
+  // Pass 2: g_{t1} of segment k is g_{t0} of segment k + 1 = c + M g_{t1} of that one.
+  for (int64_t n = 0; n < N; ++n) {
+    std::fill_n(g_in.data() + (n * S + S - 1) * L, L, T(0));
+    for (int64_t k = S - 2; k >= 0; --k) {
+      const T* next = agg.data() + (n * S + k + 1) * (L + L * L);
+      const T* g_next = g_in.data() + (n * S + k + 1) * L;
+      T* g = g_in.data() + (n * S + k) * L;
+      for (size_t l = 0; l < L; ++l) {
+        T acc = next[l];
+        for (size_t m = 0; m < L; ++m) acc += next[L + l * L + m] * g_next[m];
+        g[l] = acc;
       }
-      const int64_t prev = index(o, s - 1, 0);
-      for (int64_t i = 0; i < v.inner; ++i) {
-        for (size_t l = 0; l < L; ++l) {
-          left[l] = ys[l].data()[prev + i];
-          right[l] = xs[l].data()[at + i];
+    }
+  }
+  // Pass 3: the sweep from the true g_{t1}.
+  ascan::detail::parallel_for(tiles, 1, [&](int64_t ib, int64_t ie) {
+    const std::unique_ptr<Tile> tile_buf(new Tile);  // default-initialised: no zeroing
+    Tile& r = *tile_buf;
+    std::array<std::array<T, VW>, L> g;
+    std::array<std::array<T, VW>, L * L> a_next;
+    for (int64_t tile = ib; tile < ie; ++tile) {
+      set_tile(tile, r);
+      for (int64_t j = 0; j < VW; ++j) {
+        for (size_t l = 0; l < L; ++l) g[l][j] = g_in[r.v[j] * L + l];
+        for (size_t e = 0; e < L * L; ++e) a_next[e][j] = a_end[r.v[j] * L * L + e];
+      }
+      for (int64_t q0 = (r.len - 1) / Q * Q; q0 >= 0; q0 -= Q) {
+        const int64_t qn = std::min(Q, r.len - q0);
+        stage(r, q0, qn);
+        for (int64_t qq = qn - 1; qq >= 0; --qq) {
+#pragma GCC ivdep
+          for (int64_t j = 0; j < VW; ++j) {
+            std::array<T, L> gn, left, right;
+            std::array<T, L * L> A, B;
+            for (size_t l = 0; l < L; ++l) {  // g_s = ḡ_s + A_{s+1}ᵀ g_{s+1}
+              T acc = r.gb[l][qq][j];
+              for (size_t k = 0; k < L; ++k) acc += a_next[k * L + l][j] * g[k][j];
+              gn[l] = acc;
+              left[l] = r.left[l][qq][j];
+              right[l] = r.right[l][qq][j];
+            }
+            jacobians<Elem, L>(f, left, right, A, B);
+            for (size_t m = 0; m < L; ++m) {  // ∂x_s = B_sᵀ g_s
+              T acc = T(0);
+              for (size_t k = 0; k < L; ++k) acc += B[k * L + m] * gn[k];
+              r.d[m][qq][j] = acc;
+            }
+            for (size_t l = 0; l < L; ++l) g[l][j] = gn[l];
+            for (size_t e = 0; e < L * L; ++e) a_next[e][j] = A[e];
+          }
         }
-        jacobians<Elem, L>(f, left, right, A, B);
-        for (size_t j = 0; j < L; ++j) {
-          T acc = T(0);
-          for (size_t k = 0; k < L; ++k) acc += B[k * L + j] * g[k].data()[at + i];
-          dx[j].data()[at + i] = acc;
+        if (q0 == 0)  // ∂x_0 = g_0 in the columns' first segments
+          for (int64_t j = 0; j < VW; ++j)
+            if (r.t0[j] == 0)
+              for (size_t l = 0; l < L; ++l) r.d[l][0][j] = g[l][j];
+        for (int64_t j = 0; j < r.w; ++j) {
+          const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
+          for (size_t l = 0; l < L; ++l) {
+            if (dx_ptr[l]) {
+              for (int64_t qq = 0; qq < qn; ++qq) dx_ptr[l][ob + at(s0 + qq) * step] = r.d[l][qq][j];
+            } else if (outs.mode[l] == Outs::Mode::summed) {
+              Acc acc = Acc(0);
+              for (int64_t qq = 0; qq < qn; ++qq) acc += Acc(r.d[l][qq][j]);
+              sums[r.v[j] * L + l] += acc;
+            }
+          }
         }
       }
     }
   });
-  return dx;
+  // Summed leaves: the segments of a column in order, into the column's slot.
+  if (outs.any_summed())
+    for (int64_t n = 0; n < N; ++n)
+      for (size_t l = 0; l < L; ++l) {
+        if (outs.mode[l] != Outs::Mode::summed) continue;
+        Acc total = Acc(0);
+        for (int64_t k = 0; k < S; ++k) total += sums[(n * S + k) * L + l];
+        outs.full[l].data()[outs.summed_offset(out_base[n])] = T(total);
+      }
+  return outs.finish(xs);
 }
 
 // Gradients of a pointwise scan with respect to its inputs, in each leaf's own shape.
 //   plan: the scan's plan (output shape, axis, broadcast layout of xs); xs: the leaves as given;
 //   ys: outputs; gbar: upstream gradients (a default-constructed tensor for zero); need: which
 //   gradients to return (the others are default tensors).
-// Many independent columns take the one-pass column sweep, few long ones the flipped scan; the
+// Many independent columns take the one-pass column sweep, few long ones the segment sweep; the
 // choice depends on the shape only, so gradients do not depend on the thread count.
 template <class Elem, size_t L, class T, class F>
 std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::PointwisePlan& plan,
@@ -378,15 +577,7 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
   }
   if (plan.num_columns * plan.run >= kMinColumnsForSweep)
     return pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
-  std::vector<Tensor<T>> xs_full(L), gbar_full(L);
-  for (size_t l = 0; l < L; ++l) {
-    xs_full[l] = xs[l].shape() == shape ? xs[l] : ascan::broadcast_to(xs[l], shape);
-    gbar_full[l] = gbar[l].storage_id() ? gbar[l] : Tensor<T>::zeros(shape);
-  }
-  const auto full = pointwise_vjp_flipped<Elem, L>(f, xs_full, ys, gbar_full, plan.axis, reverse);
-  for (size_t l = 0; l < L; ++l)
-    if (need[l]) dx[l] = xs[l].shape() == shape ? full[l] : reduce_to(full[l], xs[l].shape());
-  return dx;
+  return pointwise_vjp_segments<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
 }
 
 }  // namespace ascan::ad::detail
