@@ -1,14 +1,18 @@
 // bench_autodiff.cpp — cost of scan gradients: forward alone, forward + backward through
-// ascan::ad::associative_scan, and the same gradient written as a sequential loop on the tape
-// (what a user writes without the scan), float32 [T = 4096, 1024].
+// ascan::ad::associative_scan, and (for [T = 4096, 1024]) the same gradient written as a
+// sequential loop on the tape (what a user writes without the scan), float32. Layouts: many
+// columns [4096, 1024] (the column sweep), one long sequence [2^22] and narrow rows [599186, 7]
+// (the segment sweep).
 //
-// Names: "<case>/forward", "<case>/scan_grad", "<case>/loop_grad" (both grads: forward + backward
-// with a given cotangent). Ratios to report: backward / forward = (scan_grad - forward) / forward;
-// loop_grad / scan_grad.
+// Names: "<case>/<layout>/forward", ".../scan_grad", ".../loop_grad" (both grads: forward +
+// backward with a given cotangent). Ratios to report: backward / forward = (scan_grad - forward)
+// / forward; loop_grad / scan_grad.
 #include <benchmark/benchmark.h>
 
 #include <ascan/ascan.hpp>
 
+#include <memory>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -18,29 +22,40 @@ namespace ad = ascan::ad;
 using TF = ascan::Tensor<float>;
 using VF = ad::Var<float>;
 
-constexpr int64_t kT = 4096, kInner = 1024;
+constexpr int64_t kT = 4096, kInner = 1024;  // the layout of the loop comparison
 
 enum class Case { cumsum, linrec, discounted };
 
+struct Layout {
+  int64_t T, inner;
+};
+
 struct Data {
   TF a, b, w, gamma;
-  Data()
-      : a(TF::random({kT, kInner}, 1, 0.5f, 0.99f)),
-        b(TF::randn({kT, kInner}, 2)),
-        w(TF::randn({kT, kInner}, 3)),
+  explicit Data(Layout l)
+      : a(TF::random({l.T, l.inner}, 1, 0.5f, 0.99f)),
+        b(TF::randn({l.T, l.inner}, 2)),
+        w(TF::randn({l.T, l.inner}, 3)),
         gamma(TF::full({1, 1}, 0.99f)) {}
 };
 
-const Data& data() {
-  static const Data d;
-  return d;
+// One data set at a time (the long layouts take 64 MiB each): the benchmarks run layout by layout.
+const Data& data(Layout l) {
+  static Layout current{0, 0};
+  static std::unique_ptr<Data> d;
+  if (!d || current.T != l.T || current.inner != l.inner) {
+    d.reset();
+    d = std::make_unique<Data>(l);
+    current = l;
+  }
+  return *d;
 }
 
-void set_items(benchmark::State& st) { st.SetItemsProcessed(st.iterations() * kT * kInner); }
+void set_items(benchmark::State& st, Layout l) { st.SetItemsProcessed(st.iterations() * l.T * l.inner); }
 
-void forward(benchmark::State& st, Case c) {
-  const Data& d = data();
-  TF y = TF::empty({kT, kInner}), ya = TF::empty({kT, kInner});
+void forward(benchmark::State& st, Case c, Layout l) {
+  const Data& d = data(l);
+  TF y = TF::empty({l.T, l.inner}), ya = TF::empty({l.T, l.inner});
   for (auto _ : st) {
     switch (c) {
       case Case::cumsum: ascan::associative_scan(ascan::add, d.b, 0, {}, y); break;
@@ -51,11 +66,11 @@ void forward(benchmark::State& st, Case c) {
     }
     benchmark::DoNotOptimize(y.data());
   }
-  set_items(st);
+  set_items(st, l);
 }
 
-void scan_grad(benchmark::State& st, Case c) {
-  const Data& d = data();
+void scan_grad(benchmark::State& st, Case c, Layout l) {
+  const Data& d = data(l);
   for (auto _ : st) {
     ad::Tape<float> tape;
     VF a = ad::param(c == Case::discounted ? d.gamma : d.a), b = ad::param(d.b);
@@ -69,12 +84,13 @@ void scan_grad(benchmark::State& st, Case c) {
     ad::backward(y, d.w);  // the cotangent w given directly: the scan's own VJP is what is timed
     benchmark::DoNotOptimize(b.grad().data());
   }
-  set_items(st);
+  set_items(st, l);
 }
 
 // The recurrence as T steps of tape ops on [inner] rows; per-step inputs are leaves of their own.
 void loop_grad(benchmark::State& st, Case c) {
-  const Data& d = data();
+  const Layout l{kT, kInner};
+  const Data& d = data(l);
   std::vector<TF> a_rows, b_rows;
   for (int64_t t = 0; t < kT; ++t) {
     a_rows.push_back(ascan::select(d.a, 0, t));
@@ -102,19 +118,23 @@ void loop_grad(benchmark::State& st, Case c) {
     ad::backward(ad::stack(hs, 0), d.w);
     benchmark::DoNotOptimize(bs[0].grad().data());
   }
-  set_items(st);
+  set_items(st, l);
 }
 
 void register_all() {
   const std::pair<const char*, Case> cases[] = {
       {"cumsum", Case::cumsum}, {"linrec", Case::linrec}, {"discounted", Case::discounted}};
-  for (const auto& [name, c] : cases) {
-    const std::string n = std::string(name) + "/T4096_inner1024/";
-    benchmark::RegisterBenchmark((n + "forward").c_str(), forward, c)->Unit(benchmark::kMillisecond)->UseRealTime();
-    benchmark::RegisterBenchmark((n + "scan_grad").c_str(), scan_grad, c)->Unit(benchmark::kMillisecond)->UseRealTime();
-    benchmark::RegisterBenchmark((n + "loop_grad").c_str(), loop_grad, c)
-        ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
-  }
+  const std::pair<const char*, Layout> layouts[] = {
+      {"T4096_inner1024", {kT, kInner}}, {"T4194304", {1 << 22, 1}}, {"T599186_inner7", {599186, 7}}};
+  for (const auto& [lname, layout] : layouts)
+    for (const auto& [name, c] : cases) {
+      const std::string n = std::string(name) + "/" + lname + "/";
+      benchmark::RegisterBenchmark((n + "forward").c_str(), forward, c, layout)->Unit(benchmark::kMillisecond)->UseRealTime();
+      benchmark::RegisterBenchmark((n + "scan_grad").c_str(), scan_grad, c, layout)->Unit(benchmark::kMillisecond)->UseRealTime();
+      if (layout.inner == kInner)
+        benchmark::RegisterBenchmark((n + "loop_grad").c_str(), loop_grad, c)
+            ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+    }
 }
 
 }  // namespace

@@ -366,19 +366,42 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
       r.t0[j] = k * seg;
       r.v[j] = r.n[j] * S + k;
     }
+    // One column block ([T, run] rows, the usual long layouts): the tile's lanes cover one
+    // contiguous stretch of rows of every stream. Fetching it in order first lets the staging
+    // gathers (VW * L * 4 interleaved streams, more than the hardware prefetchers follow) hit
+    // the caches.
+    if (plan.num_columns == 1) {
+      constexpr int64_t line = 64 / sizeof(T);
+      const int64_t a = at(r.t0[0]), b = at(r.t0[VW - 1] + r.len - 1);
+      const int64_t lo = std::min(a, b), hi = std::max(a, b) + 1;
+      for (size_t l = 0; l < L; ++l) {
+        for (int64_t e = lo * step; e < hi * step; e += line) {
+          __builtin_prefetch(y_ptr[l] + out_base[0] + e);
+          if (g_ptr[l]) __builtin_prefetch(g_ptr[l] + out_base[0] + e);
+        }
+        for (int64_t e = lo * x_step[l]; e < hi * x_step[l]; e += line) __builtin_prefetch(x_ptr[l] + leaf_base[0][l] + e);
+      }
+    }
   };
   // Stages steps q0 .. q0 + qn - 1 (relative to each lane's t0) of the tile's lanes.
+  const int64_t dir = reverse ? -1 : 1;  // index step per scan step
   const auto stage = [&](Tile& r, int64_t q0, int64_t qn) {
     for (int64_t j = 0; j < VW; ++j) {
       const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
+      // Step s reads y at index at(s - 1); step 0 has no y_{-1} and reads y_0 (its A is unused).
+      const int64_t q_first = s0 == 0 ? 1 : 0;
       for (size_t l = 0; l < L; ++l) {
-        const T* yl = y_ptr[l] + ob;
-        const T* xl = x_ptr[l] + leaf_base[r.n[j]][l];
-        for (int64_t qq = 0; qq < qn; ++qq) {
-          const int64_t s = s0 + qq;
-          r.left[l][qq][j] = yl[at(s > 0 ? s - 1 : s) * step];
-          r.right[l][qq][j] = xl[at(s) * x_step[l]];
-          r.gb[l][qq][j] = g_ptr[l] ? g_ptr[l][ob + at(s) * step] : T(0);
+        const int64_t ys_step = dir * step, xs_step = dir * x_step[l];
+        const T* yl = y_ptr[l] + ob + at(s0) * step;  // y at index at(s0 + qq - 1): yl[(qq - 1) * ys_step]
+        const T* xl = x_ptr[l] + leaf_base[r.n[j]][l] + at(s0) * x_step[l];
+        if (q_first == 1) r.left[l][0][j] = yl[0];
+        for (int64_t qq = q_first; qq < qn; ++qq) r.left[l][qq][j] = yl[(qq - 1) * ys_step];
+        for (int64_t qq = 0; qq < qn; ++qq) r.right[l][qq][j] = xl[qq * xs_step];
+        if (g_ptr[l]) {
+          const T* gl = g_ptr[l] + ob + at(s0) * step;
+          for (int64_t qq = 0; qq < qn; ++qq) r.gb[l][qq][j] = gl[qq * ys_step];
+        } else {
+          for (int64_t qq = 0; qq < qn; ++qq) r.gb[l][qq][j] = T(0);
         }
       }
       // The next stage's stretch of every stream (the lanes walk VW * L * 4 of them, more than
