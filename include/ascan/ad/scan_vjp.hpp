@@ -421,6 +421,16 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
       }
     }
   };
+  // Walks a tile's steps from its last to its first, staging Q at a time: lanes(qq) is the lane
+  // loop of one step, done(q0, qn) runs after each stage.
+  const auto walk = [&](Tile& r, const auto& lanes, const auto& done) {
+    for (int64_t q0 = (r.len - 1) / Q * Q; q0 >= 0; q0 -= Q) {
+      const int64_t qn = std::min(Q, r.len - q0);
+      stage(r, q0, qn);
+      for (int64_t qq = qn - 1; qq >= 0; --qq) lanes(qq);
+      done(q0, qn);
+    }
+  };
   std::vector<T> agg(N * S * (L + L * L));  // pass 1: (c, M) at t0 of every segment
   std::vector<T> a_end(N * S * L * L);      // A_{t1} (zero for a column's last segment)
   std::vector<T> g_in(N * S * L);           // g_{t1}
@@ -451,10 +461,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
         }
         for (size_t l = 0; l < L; ++l) c[l][j] = T(0);
       }
-      for (int64_t q0 = (r.len - 1) / Q * Q; q0 >= 0; q0 -= Q) {
-        const int64_t qn = std::min(Q, r.len - q0);
-        stage(r, q0, qn);
-        for (int64_t qq = qn - 1; qq >= 0; --qq) {
+      walk(r, [&](int64_t qq) {
 #pragma GCC ivdep
           for (int64_t j = 0; j < VW; ++j) {
             std::array<T, L> cn, left, right;
@@ -478,8 +485,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
               a_next[e][j] = A[e];
             }
           }
-        }
-      }
+      }, [](int64_t, int64_t) {});
       for (int64_t j = 0; j < r.w; ++j) {
         T* out = agg.data() + r.v[j] * (L + L * L);
         for (size_t l = 0; l < L; ++l) out[l] = c[l][j];
@@ -513,10 +519,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
         for (size_t l = 0; l < L; ++l) g[l][j] = g_in[r.v[j] * L + l];
         for (size_t e = 0; e < L * L; ++e) a_next[e][j] = a_end[r.v[j] * L * L + e];
       }
-      for (int64_t q0 = (r.len - 1) / Q * Q; q0 >= 0; q0 -= Q) {
-        const int64_t qn = std::min(Q, r.len - q0);
-        stage(r, q0, qn);
-        for (int64_t qq = qn - 1; qq >= 0; --qq) {
+      walk(r, [&](int64_t qq) {
 #pragma GCC ivdep
           for (int64_t j = 0; j < VW; ++j) {
             std::array<T, L> gn, left, right;
@@ -537,7 +540,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
             for (size_t l = 0; l < L; ++l) g[l][j] = gn[l];
             for (size_t e = 0; e < L * L; ++e) a_next[e][j] = A[e];
           }
-        }
+      }, [&](int64_t q0, int64_t qn) {
         if (q0 == 0)  // ∂x_0 = g_0 in the columns' first segments
           for (int64_t j = 0; j < VW; ++j)
             if (r.t0[j] == 0)
@@ -554,7 +557,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
             }
           }
         }
-      }
+      });
     }
   });
   // Summed leaves: the segments of a column in order, into the column's slot.
