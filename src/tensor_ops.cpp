@@ -16,6 +16,31 @@ using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+// Extents of a result shape, on the stack up to rank 8 (small tensors are made without a Shape
+// vector: see detail::TensorAccess).
+class Dims {
+ public:
+  void push(int64_t d) {
+    if (n_ < kInline) {
+      inline_[n_++] = d;
+      return;
+    }
+    if (heap_.empty()) heap_.assign(inline_, inline_ + kInline);
+    heap_.push_back(d);
+    ++n_;
+  }
+  const int64_t* data() const { return n_ <= kInline ? inline_ : heap_.data(); }
+  size_t size() const { return n_; }
+  template <class T>
+  Tensor<T> empty() const { return detail::TensorAccess<T>::empty(data(), n_); }
+
+ private:
+  static constexpr size_t kInline = 8;
+  int64_t inline_[kInline];
+  std::vector<int64_t> heap_;
+  size_t n_ = 0;
+};
+
 // Strides of `in` (of shape `in_shape`) seen from a broadcast `out_shape`: 0 where stretched.
 Shape broadcast_strides(const Shape& in_shape, const Shape& out_shape) {
   Shape strides(out_shape.size(), 0);
@@ -76,6 +101,55 @@ Tensor<T> binary(const Tensor<T>& a, const Tensor<T>& b, const char* name, Op op
   return out;
 }
 
+// o[m, n] = a[m, k] · b[k, n] (row-major), for the small products of Generic-mode combines,
+// where Eigen's dynamic-size path costs more than the arithmetic. Each element is summed over k in
+// order, so a product does not depend on where it runs.
+template <class T, int M, int K, int N>
+void small_product_fixed(const T* a, const T* b, T* o) {
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      T s = a[i * K] * b[j];
+      for (int q = 1; q < K; ++q) s += a[i * K + q] * b[q * N + j];
+      o[i * N + j] = s;
+    }
+}
+template <class T>
+void small_product(const T* a, const T* b, T* o, int64_t m, int64_t k, int64_t n) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      T s = a[i * k] * b[j];
+      for (int64_t q = 1; q < k; ++q) s += a[i * k + q] * b[q * n + j];
+      o[i * n + j] = s;
+    }
+}
+constexpr int64_t kSmallProduct = 512;  // m * k * n up to this: the plain loops above
+
+template <class T>
+void product(const T* a, const T* b, T* o, int64_t m, int64_t k, int64_t n) {
+  if (k > 0 && m * k * n <= kSmallProduct) {
+    if (m == k && k == n) {
+      switch (m) {
+        case 2: return small_product_fixed<T, 2, 2, 2>(a, b, o);
+        case 3: return small_product_fixed<T, 3, 3, 3>(a, b, o);
+        case 4: return small_product_fixed<T, 4, 4, 4>(a, b, o);
+        default: break;
+      }
+    } else if (n == 1 && m == k) {  // matrix x vector (affine maps)
+      switch (m) {
+        case 2: return small_product_fixed<T, 2, 2, 1>(a, b, o);
+        case 3: return small_product_fixed<T, 3, 3, 1>(a, b, o);
+        case 4: return small_product_fixed<T, 4, 4, 1>(a, b, o);
+        default: break;
+      }
+    }
+    return small_product(a, b, o, m, k, n);
+  }
+  Eigen::Map<const RowMatrix<T>> ma(a, m, k);
+  Eigen::Map<const RowMatrix<T>> mb(b, k, n);
+  Eigen::Map<RowMatrix<T>> mo(o, m, n);
+  mo.noalias() = ma * mb;
+}
+
 }  // namespace
 
 template <class T>
@@ -120,32 +194,40 @@ Tensor<T> operator*(const Tensor<T>& a, T s) {
 template <class T>
 Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
   constexpr const char* where = "ascan::matmul()";
-  if (a.rank() == 0 || b.rank() == 0)
+  const Shape& sa = a.shape();
+  const Shape& sb = b.shape();
+  const size_t ra = sa.size(), rb = sb.size();
+  if (ra == 0 || rb == 0)
     detail::raise("{}: operands have shapes {} and {}, expected rank >= 1 for both", where,
-                  format_shape(a.shape()), format_shape(b.shape()));
-  // Promote vectors to matrices, multiply, then drop the added dims (NumPy rules).
-  const bool a_vec = a.rank() == 1, b_vec = b.rank() == 1;
-  const Tensor<T> A = a_vec ? a.reshape({1, a.shape()[0]}) : a;
-  const Tensor<T> B = b_vec ? b.reshape({b.shape()[0], 1}) : b;
-  const int64_t m = A.shape()[A.rank() - 2], k = A.shape()[A.rank() - 1];
-  const int64_t k2 = B.shape()[B.rank() - 2], n = B.shape()[B.rank() - 1];
-  const Shape batch_a(A.shape().begin(), A.shape().end() - 2), batch_b(B.shape().begin(), B.shape().end() - 2);
-  if (k != k2 || (batch_a != batch_b && !batch_a.empty() && !batch_b.empty()))
+                  format_shape(sa), format_shape(sb));
+  // Vectors act as [1, k] and [k, 1]; the added dims are dropped from the result (NumPy rules).
+  const bool a_vec = ra == 1, b_vec = rb == 1;
+  const size_t nba = a_vec ? 0 : ra - 2, nbb = b_vec ? 0 : rb - 2;  // batch dims
+  const int64_t m = a_vec ? 1 : sa[ra - 2], k = sa[ra - 1];
+  const int64_t k2 = b_vec ? sb[0] : sb[rb - 2], n = b_vec ? 1 : sb[rb - 1];
+  if (k != k2 || (nba > 0 && nbb > 0 && !std::equal(sa.begin(), sa.begin() + nba, sb.begin(), sb.begin() + nbb)))
     detail::raise("{}: cannot multiply shapes {} and {}, expected [..., m, k] x [..., k, n] with "
-                  "equal batch dims", where, format_shape(a.shape()), format_shape(b.shape()));
-  const Shape batch = batch_a.empty() ? batch_b : batch_a;
-  const int64_t num_batch = shape_numel(batch);
-  Shape out_shape = batch;
-  if (!a_vec) out_shape.push_back(m);
-  if (!b_vec) out_shape.push_back(n);
-  auto out = Tensor<T>::empty(out_shape);
-  const int64_t step_a = batch_a.empty() ? 0 : m * k, step_b = batch_b.empty() ? 0 : k * n;
-  for (int64_t i = 0; i < num_batch; ++i) {
-    Eigen::Map<const RowMatrix<T>> ma(A.data() + i * step_a, m, k);
-    Eigen::Map<const RowMatrix<T>> mb(B.data() + i * step_b, k, n);
-    Eigen::Map<RowMatrix<T>> mo(out.data() + i * m * n, m, n);
-    mo.noalias() = ma * mb;
+                  "equal batch dims", where, format_shape(sa), format_shape(sb));
+  if (nba == 0 && nbb == 0 && !a_vec && !b_vec) {  // the common case: two matrices
+    const int64_t dims[2] = {m, n};
+    auto out = detail::TensorAccess<T>::empty(dims, 2);
+    product(a.data(), b.data(), out.data(), m, k, n);
+    return out;
   }
+  const Shape& batch_src = nba > 0 ? sa : sb;
+  const size_t nbatch = nba > 0 ? nba : nbb;
+  Dims out_dims;
+  int64_t num_batch = 1;
+  for (size_t i = 0; i < nbatch; ++i) {
+    out_dims.push(batch_src[i]);
+    num_batch *= batch_src[i];
+  }
+  if (!a_vec) out_dims.push(m);
+  if (!b_vec) out_dims.push(n);
+  auto out = out_dims.empty<T>();
+  const int64_t step_a = nba == 0 ? 0 : m * k, step_b = nbb == 0 ? 0 : k * n;
+  for (int64_t i = 0; i < num_batch; ++i)
+    product(a.data() + i * step_a, b.data() + i * step_b, out.data() + i * m * n, m, k, n);
   return out;
 }
 
@@ -213,7 +295,10 @@ Tensor<T> select(const Tensor<T>& a, int64_t dim, int64_t index) {
   if (index < 0 || index >= v.length)
     detail::raise("ascan::select(): index {} is out of range on dim {} of shape {}, expected "
                   "0 <= index < {}", index, dim, format_shape(a.shape()), v.length);
-  auto out = Tensor<T>::empty(remove_dim(a.shape(), dim));
+  Dims dims;
+  for (size_t i = 0; i < a.shape().size(); ++i)
+    if (static_cast<int64_t>(i) != dim) dims.push(a.shape()[i]);
+  auto out = dims.empty<T>();
   for (int64_t o = 0; o < v.outer; ++o)
     std::memcpy(out.data() + o * v.inner, a.data() + (o * v.length + index) * v.inner,
                 sizeof(T) * v.inner);
@@ -225,14 +310,25 @@ namespace detail {
 template <class T>
 std::vector<Tensor<T>> split_slices(const Tensor<T>& a, int64_t dim) {
   const ScanView v = scan_view(a.shape(), dim);
-  const Shape slice_shape = remove_dim(a.shape(), dim);
-  std::vector<Tensor<T>> slices;
-  slices.reserve(v.length);
-  for (int64_t t = 0; t < v.length; ++t) slices.push_back(Tensor<T>::empty(slice_shape));
+  Dims dims;
+  for (size_t i = 0; i < a.shape().size(); ++i)
+    if (static_cast<int64_t>(i) != dim) dims.push(a.shape()[i]);
+  std::vector<Tensor<T>> slices(v.length);
+  if (v.outer == 1) {  // slices are contiguous runs of `a`: views, nothing copied
+    TensorAccess<T>::views(a, dims.data(), dims.size(), v.inner, v.length, slices.data());
+    return slices;
+  }
+  // Strided slices: gather them once into a [length, slice...] block, then view that.
+  Dims gathered;
+  gathered.push(v.length);
+  for (size_t i = 0; i < dims.size(); ++i) gathered.push(dims.data()[i]);
+  auto block = gathered.empty<T>();
+  const int64_t slice_numel = v.outer * v.inner;
   for (int64_t o = 0; o < v.outer; ++o)
     for (int64_t t = 0; t < v.length; ++t)
-      std::memcpy(slices[t].data() + o * v.inner, a.data() + (o * v.length + t) * v.inner,
+      std::memcpy(block.data() + t * slice_numel + o * v.inner, a.data() + (o * v.length + t) * v.inner,
                   sizeof(T) * v.inner);
+  TensorAccess<T>::views(block, dims.data(), dims.size(), slice_numel, v.length, slices.data());
   return slices;
 }
 
@@ -241,8 +337,8 @@ void join_slices(const std::vector<Tensor<T>>& slices, int64_t dim, Tensor<T>& o
   const ScanView v = scan_view(out.shape(), dim);
   for (int64_t o = 0; o < v.outer; ++o)
     for (int64_t t = 0; t < v.length; ++t)
-      std::memcpy(out.data() + (o * v.length + t) * v.inner, slices[t].data() + o * v.inner,
-                  sizeof(T) * v.inner);
+      std::memmove(out.data() + (o * v.length + t) * v.inner, slices[t].data() + o * v.inner,
+                   sizeof(T) * v.inner);
 }
 
 }  // namespace detail

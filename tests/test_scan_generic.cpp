@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -239,6 +240,82 @@ TEST(ScanGeneric, OutOverloadAndInPlace) {
   ascan::associative_scan(affine_combine, std::tuple{A, b}, 0, {}, std::tie(oA, ob));
   EXPECT_EQ(oA, wantA);
   EXPECT_EQ(ob, wantb);
+}
+
+// Combines that return one of their arguments: the slices they get view the input, but the
+// results are copies, so writing into them leaves the input alone.
+TEST(ScanGeneric, ResultsDoNotAliasTheInput) {
+  const auto x = Tensor<int64_t>::random({50, 2, 3}, 21, -9, 9);
+  const auto keep = x.clone();
+  for (bool take_left : {false, true}) {
+    const auto pick = ascan::generic([take_left](const auto& a, const auto& b) { return take_left ? a : b; });
+    for (int64_t dim : {0, 1}) {
+      auto y = ascan::associative_scan(pick, x, dim);
+      EXPECT_FALSE(y.shares_storage_with(x));
+      EXPECT_EQ(y, take_left ? ref::generic([](const auto& a, const auto&) { return a; }, x, dim) : x);
+      for (int64_t i = 0; i < y.numel(); ++i) y.data()[i] = 1000;
+      EXPECT_EQ(x, keep);
+    }
+  }
+}
+
+// In place with a combine that returns one of its arguments (the slice with the larger first
+// element, the left one on ties: associative): the outputs overwrite the storage the slices view,
+// so the scan must read a copy of the input.
+TEST(ScanGeneric, InPlaceWithCombinePassingSlicesThrough) {
+  const auto argmax = [](const auto& a, const auto& b) { return b.data()[0] > a.data()[0] ? b : a; };
+  for (int64_t dim : {0, 1})
+    for (bool reverse : {false, true}) {
+      SCOPED_TRACE("dim " + std::to_string(dim) + (reverse ? " reverse" : " forward"));
+      const auto x = Tensor<int64_t>::random({40, 30, 2}, 22 + dim, -99, 99);
+      const auto want = ref::generic(argmax, x, dim, reverse);
+      auto y = x.clone();
+      ascan::associative_scan(ascan::generic(argmax), y, dim, {.reverse = reverse}, y);
+      EXPECT_EQ(y, want);
+      // Two leaves swapped in place (each output is the other input's storage).
+      const auto x2 = Tensor<int64_t>::random({40, 30, 2}, 32 + dim, -99, 99);
+      auto a = x.clone(), b = x2.clone();
+      const auto both = [&](const auto& l, const auto& r) {
+        return std::tuple{argmax(std::get<0>(l), std::get<0>(r)), argmax(std::get<1>(l), std::get<1>(r))};
+      };
+      ascan::associative_scan(ascan::generic(both), std::tuple{a, b}, dim, {.reverse = reverse}, std::tie(b, a));
+      EXPECT_EQ(b, want);
+      EXPECT_EQ(a, ref::generic(argmax, x2, dim, reverse));
+    }
+}
+
+// A training loop of Generic-mode scans on the pool reaches a steady state: no new blocks from the
+// system, nothing left in use; empty_cache() also drains the cached blocks of the pool's threads.
+TEST(ScanGeneric, RepeatedScansReachSteadyStateOnThreads) {
+  const int saved = ascan::num_threads();
+  ascan::set_num_threads(2);
+  const auto m = signed_permutations({4096, 2, 2}, 31);
+  auto out = Tensor<int64_t>::empty(m.shape());
+  for (int i = 0; i < 5; ++i) ascan::associative_scan(matmul_combine, m, 0, {}, out);
+  const auto warm = ascan::allocator_stats();
+  for (int i = 0; i < 5; ++i) ascan::associative_scan(matmul_combine, m, 0, {.reverse = i % 2 == 1}, out);
+  const auto after = ascan::allocator_stats();
+  EXPECT_EQ(after.system_allocations, warm.system_allocations);
+  EXPECT_EQ(after.bytes_in_use, warm.bytes_in_use);
+  EXPECT_GT(after.cache_hits, warm.cache_hits);
+  ascan::empty_cache();
+  EXPECT_EQ(ascan::allocator_stats().bytes_cached, 0);
+  EXPECT_EQ(ascan::allocator_stats().bytes_in_use, warm.bytes_in_use);
+  ascan::set_num_threads(saved);
+}
+
+// A thread that exits hands its cached blocks to the shared cache; the counts stay exact.
+TEST(ScanGeneric, ExitingThreadReturnsItsCachedBlocks) {
+  const auto before = ascan::allocator_stats();
+  std::thread worker([] {
+    std::vector<Tensor<double>> keep;
+    for (int i = 0; i < 100; ++i) keep.push_back(Tensor<double>::zeros({2, 2}));
+  });
+  worker.join();
+  const auto after = ascan::allocator_stats();
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(after.bytes_cached - before.bytes_cached,
+            (after.system_allocations - before.system_allocations) * 128 - (after.system_frees - before.system_frees) * 128);
 }
 
 }  // namespace

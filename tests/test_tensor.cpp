@@ -86,6 +86,19 @@ TEST(Tensor, ReshapeSharesStorageAndInfers) {
   }
 }
 
+// A reshaped handle keeps the storage alive after the original handle is gone.
+TEST(Tensor, ReshapeKeepsStorageAlive) {
+  auto t = Tensor<int64_t>::from({1, 2, 3, 4, 5, 6}, {2, 3});
+  auto r = t.reshape({3, 2});
+  auto rr = r.reshape({6});
+  t = Tensor<int64_t>();
+  r = Tensor<int64_t>();
+  EXPECT_EQ(t.shape(), (Shape{0}));  // a placeholder again
+  EXPECT_EQ(rr, Tensor<int64_t>::from({1, 2, 3, 4, 5, 6}, {6}));
+  EXPECT_TRUE(rr.reshape({2, 3}).shares_storage_with(rr));
+  EXPECT_FALSE(Tensor<int64_t>().reshape({0}).shares_storage_with(Tensor<int64_t>()));
+}
+
 TEST(Tensor, CopiesShareStorageClonesDoNot) {
   auto t = Tensor<float>::from({1, 2, 3, 4}, {2, 2});
   auto shared = t;
@@ -160,6 +173,36 @@ TEST(TensorOps, MatmulMatchesHandComputed) {
   EXPECT_EQ(transpose(a), Tensor<double>::from({1, 4, 2, 5, 3, 6}, {3, 2}));
 }
 
+// The small-product kernels (square 2-4, matrix-vector, any m*k*n <= 512) and the Eigen path
+// against a plain loop, exactly in int64.
+TEST(TensorOps, MatmulSmallAndLargeSizesMatchLoop) {
+  const auto reference = [](const Tensor<int64_t>& a, const Tensor<int64_t>& b) {
+    const int64_t m = a.shape()[0], k = a.shape()[1], n = b.rank() == 2 ? b.shape()[1] : 1;
+    std::vector<int64_t> o(m * n, 0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t q = 0; q < k; ++q) o[i * n + j] += a.data()[i * k + q] * b.data()[q * n + j];
+    return Tensor<int64_t>::from(o, b.rank() == 2 ? Shape{m, n} : Shape{m});
+  };
+  const int64_t sizes[][3] = {{1, 1, 1}, {2, 2, 2}, {3, 3, 3}, {4, 4, 4}, {2, 2, 1}, {4, 4, 1}, {3, 5, 2},
+                              {8, 8, 8}, {9, 9, 9}, {5, 0, 3}, {16, 3, 16}};
+  uint64_t seed = 1;
+  for (const auto& s : sizes) {
+    const auto a = Tensor<int64_t>::random({s[0], s[1]}, seed++, -9, 9);
+    const auto b = Tensor<int64_t>::random({s[1], s[2]}, seed++, -9, 9);
+    SCOPED_TRACE(std::to_string(s[0]) + "x" + std::to_string(s[1]) + "x" + std::to_string(s[2]));
+    EXPECT_EQ(matmul(a, b), reference(a, b));
+    if (s[2] == 1) {
+      const auto v = b.reshape({s[1]});
+      EXPECT_EQ(matmul(a, v), reference(a, v));
+    }
+  }
+  // Batched 3x3 products go through the same kernels.
+  const auto a = Tensor<int64_t>::random({5, 3, 3}, 40, -9, 9), b = Tensor<int64_t>::random({5, 3, 3}, 41, -9, 9);
+  const auto ab = matmul(a, b);
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(select(ab, 0, i), reference(select(a, 0, i), select(b, 0, i)));
+}
+
 TEST(TensorOps, BroadcastingArithmetic) {
   const auto col = Tensor<int64_t>::from({1, 2, 3}, {3, 1});
   const auto row = Tensor<int64_t>::from({10, 20, 30, 40}, {1, 4});
@@ -204,6 +247,31 @@ TEST(TensorOps, Select) {
   EXPECT_FALSE(select(t, 0, 0).shares_storage_with(t));
   EXPECT_THROW(select(t, 1, 3), ascan::Error);
   EXPECT_THROW(select(t, 3, 0), ascan::Error);
+}
+
+// The slices a Generic-mode scan hands to its combine: views that keep their storage alive
+// (along dim 0 of the input itself; along an inner dim of one gathered copy).
+TEST(TensorOps, SplitSlicesAreViewsThatKeepStorageAlive) {
+  auto t = Tensor<int64_t>::from({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 2, 2});
+  const int64_t* first = t.data();
+  auto rows = ascan::detail::split_slices(t, 0);
+  ASSERT_EQ(rows.size(), 3u);
+  for (int64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rows[i].shape(), (Shape{2, 2}));
+    EXPECT_EQ(rows[i].data(), first + 4 * i);  // no copy
+    EXPECT_TRUE(rows[i].shares_storage_with(t));
+  }
+  auto cols = ascan::detail::split_slices(t, 1);
+  ASSERT_EQ(cols.size(), 2u);
+  EXPECT_FALSE(cols[0].shares_storage_with(t));
+  EXPECT_TRUE(cols[0].shares_storage_with(cols[1]));
+  t = Tensor<int64_t>();  // the views keep the elements alive
+  EXPECT_EQ(rows[2], Tensor<int64_t>::from({8, 9, 10, 11}, {2, 2}));
+  EXPECT_EQ(cols[1], Tensor<int64_t>::from({2, 3, 6, 7, 10, 11}, {3, 2}));
+  const auto copy = rows[1];  // handles of views copy and reshape like any other
+  rows.clear();
+  EXPECT_EQ(copy.reshape({4}), Tensor<int64_t>::from({4, 5, 6, 7}, {4}));
+  EXPECT_EQ(copy.clone(), Tensor<int64_t>::from({4, 5, 6, 7}, {2, 2}));
 }
 
 // The caching allocator: a freed block is reused for the next allocation of its size class.

@@ -1,15 +1,21 @@
 // allocator.hpp — the caching host allocator behind Tensor storage.
 //
-// Blocks are 64-byte aligned and bucketed by size class (powers of two up to 1 MiB, then
-// multiples of 1 MiB). A freed block goes back to the cache, not to the operating system, so a
-// training loop that allocates the same shapes every step reaches a steady state with no system
-// calls and no page faults. The cache is bounded (cache_limit(), default 4 GiB); blocks beyond the
-// bound are returned to the system. Thread-safe.
+// Blocks are 64-byte aligned and bucketed by size class (multiples of 64 B up to 512 B, four
+// classes per octave up to 2 MiB, then multiples of 1 MiB); each starts with a 64-byte header (the
+// tensor's reference count and shape), so elements are 64-byte aligned too. A freed block goes
+// back to the cache, not to the operating system, so a training loop that allocates the same
+// shapes every step reaches a steady state with no system calls and no page faults. The cache is
+// bounded (cache_limit(), default 4 GiB); blocks beyond the bound are returned to the system.
+// Small blocks (up to 64 KiB) are cached per thread first (up to min(1 MiB, limit / 8) per thread,
+// on top of the bound), so the many small tensors of a Generic-mode scan take no shared lock.
+// Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
+
+#include "ascan/shape.hpp"
 
 namespace ascan {
 
@@ -30,8 +36,36 @@ int64_t cache_limit();
 
 namespace detail {
 
-// Raw storage of `bytes` bytes (64-byte aligned) from the cache; the deleter gives it back.
-std::shared_ptr<void> allocate_storage(size_t bytes);
+// The header at the start of every block: the reference count of the tensor handles that use
+// it and their shape. One allocation holds both the header and the elements (after
+// kStorageHeaderBytes), and the header stays constructed while the block sits in the cache, so
+// its shape vector keeps its capacity: a steady state makes no malloc for shapes either.
+// A view header (no elements of its own) points at the header that owns the elements and holds
+// a reference to it; handles of one view may point at different offsets (the slices of a tensor
+// share one view header).
+struct StorageHeader {
+  std::atomic<int64_t> refs{1};
+  StorageHeader* base = nullptr;  // for a view: the owner of the elements
+  size_t size_class = 0;          // bytes of the whole block
+  Shape shape;
+
+  void* payload() { return reinterpret_cast<char*>(this) + 64; }
+  const StorageHeader* owner() const { return base ? base : this; }
+};
+inline constexpr size_t kStorageHeaderBytes = 64;
+static_assert(sizeof(StorageHeader) <= kStorageHeaderBytes);
+
+// A block with room for `payload_bytes` after its header (64-byte aligned); refs = 1, no base,
+// shape unspecified (the caller assigns it).
+StorageHeader* allocate_storage(size_t payload_bytes);
+// Gives a block whose count reached zero back to the cache (and releases its base).
+void free_storage(StorageHeader* h);
+
+inline void retain_storage(StorageHeader* h) { h->refs.fetch_add(1, std::memory_order_relaxed); }
+inline void retain_storage(StorageHeader* h, int64_t n) { h->refs.fetch_add(n, std::memory_order_relaxed); }
+inline void release_storage(StorageHeader* h, int64_t n = 1) {
+  if (h->refs.fetch_sub(n, std::memory_order_acq_rel) == n) free_storage(h);
+}
 
 }  // namespace detail
 }  // namespace ascan

@@ -1,8 +1,10 @@
 // tensor.hpp — ascan::Tensor<T>: dynamic-rank, row-major, contiguous host tensor.
 //
-// A Tensor is a cheap handle: copying one shares its storage (like a shared_ptr), so passing
-// tensors by value never copies elements. clone() makes a deep copy. Storage comes from the
-// caching allocator (allocator.hpp). Supported element types: float, double, int32_t, int64_t.
+// A Tensor is a cheap handle: copying one shares its storage (an intrusive reference count), so
+// passing tensors by value never copies elements. clone() makes a deep copy. Storage comes from
+// the caching allocator (allocator.hpp): one block holds the shape and the elements, so making a
+// small tensor takes no malloc in a steady state. Supported element types: float, double,
+// int32_t, int64_t.
 #pragma once
 
 #include <algorithm>
@@ -27,6 +29,34 @@ inline constexpr bool is_tensor_element_v =
     std::is_same_v<T, int64_t>;
 
 template <class T>
+class Tensor;
+
+namespace detail {
+// The shape of default-constructed (and moved-from) tensors.
+inline const Shape& empty_tensor_shape() {
+  static const Shape shape{0};
+  return shape;
+}
+// Sets the shape of a fresh header (a reused block usually has a shape of the same rank already:
+// then a plain copy). Releases the header and rethrows when the vector cannot grow.
+inline void set_header_shape(StorageHeader* h, const int64_t* dims, size_t rank) {
+  if (h->shape.size() == rank) {
+    std::copy_n(dims, rank, h->shape.data());
+    return;
+  }
+  try {
+    h->shape.assign(dims, dims + rank);
+  } catch (...) {
+    release_storage(h);
+    throw;
+  }
+}
+// Construction paths for the library's own code (shapes from raw extents, views of slices).
+template <class T>
+struct TensorAccess;
+}  // namespace detail
+
+template <class T>
 class Tensor {
   static_assert(is_tensor_element_v<T>,
                 "ascan::Tensor<T>: T must be float, double, int32_t or int64_t");
@@ -36,33 +66,64 @@ class Tensor {
 
   // An empty tensor of shape [0]. It owns no storage (default-constructed tensors are placeholders
   // in containers and results, so they do not allocate).
-  Tensor() : shape_{0} {}
+  Tensor() = default;
+  Tensor(const Tensor& o) : h_(o.h_), data_(o.data_), numel_(o.numel_) {
+    if (h_) detail::retain_storage(h_);
+  }
+  Tensor(Tensor&& o) noexcept : h_(o.h_), data_(o.data_), numel_(o.numel_) {
+    o.h_ = nullptr;
+    o.data_ = nullptr;
+    o.numel_ = 0;
+  }
+  Tensor& operator=(const Tensor& o) {
+    if (o.h_) detail::retain_storage(o.h_);
+    if (h_) detail::release_storage(h_);
+    h_ = o.h_;
+    data_ = o.data_;
+    numel_ = o.numel_;
+    return *this;
+  }
+  Tensor& operator=(Tensor&& o) noexcept {
+    if (this != &o) {
+      if (h_) detail::release_storage(h_);
+      h_ = o.h_;
+      data_ = o.data_;
+      numel_ = o.numel_;
+      o.h_ = nullptr;
+      o.data_ = nullptr;
+      o.numel_ = 0;
+    }
+    return *this;
+  }
+  ~Tensor() {
+    if (h_) detail::release_storage(h_);
+  }
 
   // Uninitialised elements (storage may hold stale values from the cache).
-  static Tensor empty(Shape shape) { return Tensor(std::move(shape)); }
+  static Tensor empty(const Shape& shape) { return Tensor(shape.data(), shape.size()); }
 
-  static Tensor zeros(Shape shape) { return full(std::move(shape), T(0)); }
+  static Tensor zeros(const Shape& shape) { return full(shape, T(0)); }
 
-  static Tensor full(Shape shape, T value) {
-    Tensor t(std::move(shape));
+  static Tensor full(const Shape& shape, T value) {
+    Tensor t = empty(shape);
     std::fill_n(t.data_, t.numel_, value);
     return t;
   }
 
   // Takes the row-major values; throws ascan::Error when their count does not match the shape.
-  static Tensor from(std::vector<T> values, Shape shape) {
-    Tensor t(std::move(shape));
+  static Tensor from(std::vector<T> values, const Shape& shape) {
+    Tensor t = empty(shape);
     if (static_cast<int64_t>(values.size()) != t.numel_)
       detail::raise("ascan::Tensor::from(): got {} values for shape {}, expected {}", values.size(),
-                    format_shape(t.shape_), t.numel_);
+                    format_shape(t.shape()), t.numel_);
     std::copy(values.begin(), values.end(), t.data_);
     return t;
   }
 
   // Uniform random values in [lo, hi) (integers: [lo, hi]) from a seeded 64-bit Mersenne
   // Twister, so the same seed gives the same tensor on every run.
-  static Tensor random(Shape shape, uint64_t seed, T lo = T(0), T hi = T(1)) {
-    Tensor t(std::move(shape));
+  static Tensor random(const Shape& shape, uint64_t seed, T lo = T(0), T hi = T(1)) {
+    Tensor t = empty(shape);
     std::mt19937_64 gen(seed);
     for (int64_t i = 0; i < t.numel_; ++i) {
       if constexpr (std::is_floating_point_v<T>) {
@@ -77,9 +138,9 @@ class Tensor {
   }
 
   // Standard normal values (floating types), seeded as random().
-  static Tensor randn(Shape shape, uint64_t seed) {
+  static Tensor randn(const Shape& shape, uint64_t seed) {
     static_assert(std::is_floating_point_v<T>, "ascan::Tensor::randn(): needs a floating type");
-    Tensor t(std::move(shape));
+    Tensor t = empty(shape);
     std::mt19937_64 gen(seed);
     for (int64_t i = 0; i < t.numel_; ++i) {  // Box-Muller, one value per pair of uniforms
       const double u1 = (static_cast<double>(gen() >> 11) + 1.0) * 0x1.0p-53;
@@ -89,12 +150,12 @@ class Tensor {
     return t;
   }
 
-  const Shape& shape() const { return shape_; }
-  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  const Shape& shape() const { return h_ ? h_->shape : detail::empty_tensor_shape(); }
+  int64_t rank() const { return static_cast<int64_t>(shape().size()); }
   int64_t numel() const { return numel_; }
   // Extent of `dim` (negative counts from the end); throws ascan::Error when out of range.
   int64_t size(int64_t dim) const {
-    return shape_[resolve_dim(dim, rank(), "ascan::Tensor::size()", "the tensor")];
+    return shape()[resolve_dim(dim, rank(), "ascan::Tensor::size()", "the tensor")];
   }
 
   // Row-major elements. Handles share storage: writing through one is seen by all copies.
@@ -128,43 +189,64 @@ class Tensor {
     if (infer >= 0 && known > 0 && numel_ % known == 0) new_shape[infer] = numel_ / known;
     if (shape_numel(new_shape, "ascan::Tensor::reshape()") != numel_ || (infer >= 0 && known == 0))
       detail::raise("ascan::Tensor::reshape(): cannot view {} elements of shape {} as shape {}",
-                    numel_, format_shape(shape_), format_shape(new_shape));
-    Tensor t = *this;
-    t.shape_ = std::move(new_shape);
+                    numel_, format_shape(shape()), format_shape(new_shape));
+    // A view header with the new shape on the same elements.
+    Tensor t;
+    detail::StorageHeader* h = detail::allocate_storage(0);
+    detail::set_header_shape(h, new_shape.data(), new_shape.size());
+    t.h_ = h;
+    if (h_) {
+      t.h_->base = h_->base ? h_->base : h_;
+      detail::retain_storage(t.h_->base);
+    }
+    t.data_ = data_;
+    t.numel_ = numel_;
     return t;
   }
 
   Tensor clone() const {
-    Tensor t(shape_);
+    Tensor t = empty(shape());
     if (numel_ > 0) std::memcpy(t.data_, data_, sizeof(T) * numel_);
     return t;
   }
 
   // Copies the elements of `src` (same shape) into this tensor's storage.
   void copy_from(const Tensor& src) {
-    if (src.shape_ != shape_)
+    if (src.shape() != shape())
       detail::raise("ascan::Tensor::copy_from(): source has shape {}, expected {}",
-                    format_shape(src.shape_), format_shape(shape_));
+                    format_shape(src.shape()), format_shape(shape()));
     if (numel_ > 0 && src.data_ != data_) std::memmove(data_, src.data_, sizeof(T) * numel_);
   }
 
   template <class U>
   Tensor<U> cast() const {
-    auto t = Tensor<U>::empty(shape_);
+    auto t = Tensor<U>::empty(shape());
     for (int64_t i = 0; i < numel_; ++i) t.data()[i] = static_cast<U>(data_[i]);
     return t;
   }
 
-  // True when both handles view the same storage.
-  bool shares_storage_with(const Tensor& other) const { return storage_ && storage_ == other.storage_; }
+  // True when both handles view the same storage (the same allocation, at any offset).
+  bool shares_storage_with(const Tensor& other) const {
+    return h_ && other.h_ && h_->owner() == other.h_->owner();
+  }
   // Identity of the underlying storage (for aliasing checks).
-  const void* storage_id() const { return storage_.get(); }
+  const void* storage_id() const { return h_ ? h_->owner() : nullptr; }
 
  private:
-  explicit Tensor(Shape shape) : shape_(std::move(shape)) {
-    numel_ = shape_numel(shape_, "ascan::Tensor");
-    storage_ = detail::allocate_storage(sizeof(T) * static_cast<size_t>(std::max<int64_t>(numel_, 1)));
-    data_ = static_cast<T*>(storage_.get());
+  friend struct detail::TensorAccess<T>;
+
+  // Uninitialised elements of shape dims[0 .. rank).
+  Tensor(const int64_t* dims, size_t rank) {
+    int64_t n = 1;
+    for (size_t i = 0; i < rank; ++i) {
+      if (dims[i] < 0) shape_numel(Shape(dims, dims + rank), "ascan::Tensor");  // throws
+      n *= dims[i];
+    }
+    detail::StorageHeader* h = detail::allocate_storage(sizeof(T) * static_cast<size_t>(std::max<int64_t>(n, 1)));
+    detail::set_header_shape(h, dims, rank);
+    h_ = h;
+    data_ = static_cast<T*>(h_->payload());
+    numel_ = n;
   }
 
   int64_t offset(std::initializer_list<int64_t> index) const {
@@ -173,20 +255,68 @@ class Tensor {
                     index.size(), rank(), rank());
     int64_t off = 0, d = 0;
     for (int64_t i : index) {
-      if (i < 0 || i >= shape_[d])
+      const int64_t extent = shape()[d];
+      if (i < 0 || i >= extent)
         detail::raise("ascan::Tensor::at(): index {} is out of range on dim {} of shape {}, "
-                      "expected 0 <= index < {}", i, d, format_shape(shape_), shape_[d]);
-      off = off * shape_[d] + i;
+                      "expected 0 <= index < {}", i, d, format_shape(shape()), extent);
+      off = off * extent + i;
       ++d;
     }
     return off;
   }
 
-  Shape shape_;
-  int64_t numel_ = 0;
-  std::shared_ptr<void> storage_;
+  detail::StorageHeader* h_ = nullptr;  // null: the empty placeholder of shape [0]
   T* data_ = nullptr;
+  int64_t numel_ = 0;
 };
+
+namespace detail {
+template <class T>
+struct TensorAccess {
+  // Uninitialised elements of shape dims[0 .. rank) (no Shape vector on the way).
+  static Tensor<T> empty(const int64_t* dims, size_t rank) { return Tensor<T>(dims, rank); }
+
+  // A view header of shape dims[0 .. rank) on the storage of `a` (keeps it alive), with one
+  // reference, for handles made by bind().
+  static StorageHeader* make_view_header(const Tensor<T>& a, const int64_t* dims, size_t rank) {
+    StorageHeader* h = allocate_storage(0);
+    set_header_shape(h, dims, rank);
+    if (a.h_) {
+      h->base = a.h_->base ? a.h_->base : a.h_;
+      retain_storage(h->base);
+    }
+    return h;
+  }
+  // Points the empty handle `t` at `data` under header `h` without touching the reference count:
+  // the caller holds one reference per bound handle (taken in bulk) and unbinds them all.
+  static void bind(Tensor<T>& t, StorageHeader* h, T* data, int64_t numel) {
+    t.h_ = h;
+    t.data_ = data;
+    t.numel_ = numel;
+  }
+  static void unbind(Tensor<T>& t) {
+    t.h_ = nullptr;
+    t.data_ = nullptr;
+    t.numel_ = 0;
+  }
+
+  // `count` handles of shape dims[0 .. rank) at a.data() + i * stride (i < count), sharing one
+  // view header: the slices of a tensor without copying elements.
+  static void views(const Tensor<T>& a, const int64_t* dims, size_t rank, int64_t stride,
+                    int64_t count, Tensor<T>* out) {
+    if (count == 0) return;
+    StorageHeader* h = make_view_header(a, dims, rank);
+    int64_t n = 1;
+    for (size_t i = 0; i < rank; ++i) n *= dims[i];
+    retain_storage(h, count - 1);  // one reference per handle
+    for (int64_t i = 0; i < count; ++i) {
+      Tensor<T> t;
+      bind(t, h, a.data_ + i * stride, n);
+      out[i] = std::move(t);
+    }
+  }
+};
+}  // namespace detail
 
 // Exact comparison: same shape and equal elements (NaN != NaN).
 template <class T>

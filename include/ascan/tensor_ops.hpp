@@ -45,9 +45,11 @@ template <class T> Tensor<T> reduce_to(const Tensor<T>& a, const Shape& shape);
 template <class T> Tensor<T> select(const Tensor<T>& a, int64_t dim, int64_t index);
 
 namespace detail {
-// All slices of `a` along `dim` (a resolved, valid dim), in order.
+// All slices of `a` along `dim` (a resolved, valid dim), in order. They share storage with `a`
+// (views; for dim > 0 views of one gathered copy) and keep it alive: read-only use only.
 template <class T> std::vector<Tensor<T>> split_slices(const Tensor<T>& a, int64_t dim);
-// Writes `slices` (each of shape remove_dim(out.shape(), dim)) into `out` along `dim`.
+// Writes `slices` (each of shape remove_dim(out.shape(), dim)) into `out` along `dim`; the slices
+// must not view `out` at other positions than their own.
 template <class T> void join_slices(const std::vector<Tensor<T>>& slices, int64_t dim, Tensor<T>& out);
 }  // namespace detail
 

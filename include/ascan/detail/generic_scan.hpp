@@ -4,9 +4,18 @@
 // of pair results recursively, then fill the even positions with one more combine each. About
 // 2T combines in 2·log2(T) levels; the combines of one level run in parallel. The association
 // order depends only on T, so results are identical for any thread count.
+// On Tensors the cost per combine is the combine's own: the slices of the inputs are views, each
+// level's results are packed into one contiguous block per leaf (the combine's result is copied
+// there and its block goes straight back to the thread's cache, so the next combine reuses it
+// while it is in L1), and the last level writes into the output tensors.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -30,6 +39,116 @@ void visit_leaves(const S& s, Fn&& fn) {
 // A runtime-length list of same-typed leaves (Generic mode only).
 template <class X> struct is_tensor_list : std::false_type {};
 template <class T> struct is_tensor_list<std::vector<Tensor<T>>> : std::true_type {};
+
+// Calls fn(l, leaf) on every Tensor leaf of a slice structure (a Tensor, a nested std::tuple of
+// them, or a std::vector of Tensors), l counting the leaves depth first.
+template <class S, class Fn>
+void for_each_leaf(S& s, Fn&& fn, size_t& l) {
+  if constexpr (is_std_tuple_v<S>) {
+    std::apply([&](auto&... c) { (for_each_leaf(c, fn, l), ...); }, s);
+  } else if constexpr (is_tensor_list<std::remove_const_t<S>>::value) {
+    for (auto& t : s) fn(l++, t);
+  } else {
+    fn(l++, s);
+  }
+}
+template <class S, class Fn>
+void for_each_leaf(S& s, Fn&& fn) {
+  size_t l = 0;
+  for_each_leaf(s, fn, l);
+}
+template <class Leaf>
+using leaf_value_t = typename std::decay_t<Leaf>::value_type;
+
+// n slice structures whose leaf l lies at first_l + i * step_l (a packed [n, slice...] block, or
+// the slices of an input), held as handles bound to one view header per leaf: making and dropping
+// a level costs no atomic operation per element (the header's count covers all its handles).
+template <class X>
+class SliceLevel {
+ public:
+  struct Leaf {
+    StorageHeader* header = nullptr;  // a view header with one reference, taken over by the level
+    char* first = nullptr;
+    std::ptrdiff_t step = 0;  // bytes from one element to the next
+    size_t bytes = 0;         // bytes of one slice
+    int64_t numel = 0;
+  };
+
+  explicit SliceLevel(int64_t n) : n_(n) {}
+  SliceLevel(const SliceLevel&) = delete;
+  SliceLevel& operator=(const SliceLevel&) = delete;
+  ~SliceLevel() {
+    if (items_) {
+      for (int64_t i = 0; i < n_; ++i)
+        for_each_leaf(items_[i], [](size_t, auto& t) { TensorAccess<leaf_value_t<decltype(t)>>::unbind(t); });
+      std::destroy_n(items_, n_);
+      release_storage(items_block_);
+    }
+    for (const Leaf& lf : leaves_) release_storage(lf.header, items_ ? n_ + 1 : 1);
+  }
+
+  void add_leaf(const Leaf& lf) {
+    try {
+      leaves_.push_back(lf);
+    } catch (...) {
+      release_storage(lf.header);
+      throw;
+    }
+  }
+  // Makes the n structures (copies of `blank`, whose leaves are empty; in a block of the caching
+  // allocator, as a level can hold many) and binds their leaves.
+  void bind_all(const X& blank) {
+    StorageHeader* block = allocate_storage(sizeof(X) * static_cast<size_t>(n_));
+    try {
+      std::uninitialized_fill_n(static_cast<X*>(block->payload()), n_, blank);
+    } catch (...) {
+      release_storage(block);
+      throw;
+    }
+    items_block_ = block;
+    items_ = static_cast<X*>(block->payload());
+    for (int64_t i = 0; i < n_; ++i)
+      for_each_leaf(items_[i], [&](size_t l, auto& t) {
+        using T = leaf_value_t<decltype(t)>;
+        const Leaf& lf = leaves_[l];
+        TensorAccess<T>::bind(t, lf.header, reinterpret_cast<T*>(lf.first + i * lf.step), lf.numel);
+      });
+    for (const Leaf& lf : leaves_) retain_storage(lf.header, n_);
+  }
+
+  // Fresh packed blocks for n structures with the leaf types and slice shapes of `proto`.
+  static std::unique_ptr<SliceLevel> packed(const X& proto, const X& blank, int64_t n) {
+    auto level = std::make_unique<SliceLevel>(n);
+    for_each_leaf(proto, [&](size_t, const auto& t) {
+      using T = leaf_value_t<decltype(t)>;
+      Shape dims{n};
+      dims.insert(dims.end(), t.shape().begin(), t.shape().end());
+      auto block = Tensor<T>::empty(dims);
+      const size_t bytes = sizeof(T) * static_cast<size_t>(t.numel());
+      level->add_leaf({TensorAccess<T>::make_view_header(block, t.shape().data(), t.shape().size()),
+                       reinterpret_cast<char*>(block.data()), static_cast<std::ptrdiff_t>(bytes), bytes,
+                       t.numel()});
+    });
+    level->bind_all(blank);
+    return level;
+  }
+
+  const X* items() const { return items_; }
+  int64_t size() const { return n_; }
+  // Copies y (slice shapes checked by the scan) into element i of a packed level.
+  void store(int64_t i, const X& y) {
+    for_each_leaf(y, [&](size_t l, const auto& t) {
+      const Leaf& lf = leaves_[l];
+      std::memcpy(lf.first + i * lf.step, t.data(), lf.bytes);
+    });
+  }
+
+ private:
+  int64_t n_;
+  std::vector<Leaf> leaves_;
+  StorageHeader* items_block_ = nullptr;
+  X* items_ = nullptr;  // n_ structures once bound
+};
 
 template <class X>
 struct GenericScan {
@@ -60,7 +179,10 @@ struct GenericScan {
   }
 
   void check_leaf(size_t leaf, const Shape& got) const {
-    if (got != slice_shapes[leaf])
+    const Shape& want = slice_shapes[leaf];
+    bool same = got.size() == want.size();  // (a loop: a memcmp call costs more for rank 2)
+    for (size_t i = 0; same && i < got.size(); ++i) same = got[i] == want[i];
+    if (!same)
       raise("{}: the generic combine returned leaf {} of shape {}, expected {} (the slice shape "
             "of leaf {}: its input shape without the scan dim)", where, leaf, format_shape(got),
             format_shape(slice_shapes[leaf]), leaf);
@@ -83,7 +205,97 @@ struct GenericScan {
     });
     return ys;
   }
+
+  struct StoreInto {
+    SliceLevel<X>* level;
+    void operator()(int64_t i, const X& y) const { level->store(i, y); }
+  };
+
+  // The same scan on slices held in SliceLevels, handing each y_t to emit(t, y_t) (once per t,
+  // concurrently for different t) instead of collecting them. `blank`: X with empty leaves.
+  template <class F, class Emit>
+  void scan_levels(const F& f, const X* xs, int64_t n, const X& blank, const Emit& emit) const {
+    if (n == 0) return;
+    emit(0, xs[0]);
+    if (n == 1) return;
+    const int64_t m = n / 2;
+    const auto odd = SliceLevel<X>::packed(xs[0], blank, m);  // y_{2i+1}
+    {
+      const auto pairs = SliceLevel<X>::packed(xs[0], blank, m);
+      for_range(m, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) pairs->store(i, combine(f, xs[2 * i], xs[2 * i + 1]));
+      });
+      scan_levels(f, pairs->items(), m, blank, StoreInto{odd.get()});  // (one Emit type below the top)
+    }
+    const X* ys = odd->items();
+    for_range(m, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        emit(2 * i + 1, ys[i]);
+        if (2 * i + 2 < n) emit(2 * i + 2, combine(f, ys[i], xs[2 * i + 2]));
+      }
+    });
+  }
 };
+
+// Where the slices of one output leaf go: step t of a [outer, length, inner] block.
+struct SliceWriter {
+  char* data = nullptr;
+  size_t elem_bytes = 0;
+  ScanView view;
+
+  template <class T>
+  static SliceWriter of(Tensor<T>& out, int64_t dim) {
+    return {reinterpret_cast<char*>(out.data()), sizeof(T), scan_view(out.shape(), dim)};
+  }
+  // Copies slice `s` (shape checked by the scan: outer * inner elements) to step t.
+  template <class T>
+  void write(int64_t t, const Tensor<T>& s) const {
+    const size_t run = elem_bytes * static_cast<size_t>(view.inner);
+    const char* src = reinterpret_cast<const char*>(s.data());
+    if (view.outer == 1) {
+      std::memcpy(data + static_cast<size_t>(t) * run, src, run);
+      return;
+    }
+    for (int64_t o = 0; o < view.outer; ++o)
+      std::memcpy(data + static_cast<size_t>(o * view.length + t) * run, src + static_cast<size_t>(o) * run, run);
+  }
+};
+
+// An input whose storage an output shares (in place) is copied first: the scan reads views of its
+// inputs while it writes the outputs.
+template <class T, class Outs>
+Tensor<T> unaliased_input(const Tensor<T>& x, const Outs& outs) {
+  bool shared = false;
+  for_each_leaf(outs, [&](size_t, const auto& y) { shared = shared || y.storage_id() == x.storage_id(); });
+  return shared && x.numel() > 0 ? x.clone() : x;
+}
+
+// Adds the slices of input leaf x along dim, in scan order, to `level`: views of x when they are
+// contiguous (dim is the outermost non-trivial axis), else views of one gathered copy.
+template <class X, class T, class Outs>
+void add_input_leaf(SliceLevel<X>& level, const Tensor<T>& x_in, const Outs& outs, int64_t dim, bool reverse) {
+  Tensor<T> x = unaliased_input(x_in, outs);  // (a handle: its elements are only read)
+  const ScanView v = scan_view(x.shape(), dim);
+  const Shape slice = remove_dim(x.shape(), dim);
+  const int64_t numel = v.outer * v.inner;
+  const size_t bytes = sizeof(T) * static_cast<size_t>(numel);
+  const auto step = static_cast<std::ptrdiff_t>(bytes);
+  if (v.outer == 1) {
+    T* first = x.data() + (reverse ? (v.length - 1) * v.inner : 0);
+    level.add_leaf({TensorAccess<T>::make_view_header(x, slice.data(), slice.size()),
+                    reinterpret_cast<char*>(first), reverse ? -step : step, bytes, numel});
+    return;
+  }
+  Shape dims{v.length};
+  dims.insert(dims.end(), slice.begin(), slice.end());
+  auto block = Tensor<T>::empty(dims);
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t t = 0; t < v.length; ++t)
+      std::memcpy(block.data() + (reverse ? v.length - 1 - t : t) * numel + o * v.inner,
+                  x.data() + (o * v.length + t) * v.inner, sizeof(T) * v.inner);
+  level.add_leaf({TensorAccess<T>::make_view_header(block, slice.data(), slice.size()),
+                  reinterpret_cast<char*>(block.data()), step, bytes, numel});
+}
 
 // Scans the flat leaves `xs` (each already validated: rank > dim, equal length T on dim) into
 // `ys` (same shapes).
@@ -103,27 +315,20 @@ void generic_scan(const F& f, const typename Tree<X>::Flat& xs, const typename T
   }(std::make_index_sequence<L>{});
   scanner.grain = std::max<int64_t>(1, 2048 / std::max<int64_t>(slice_elems, 1));
 
-  // Slices per leaf, then one structure per step (in scan order).
-  std::vector<X> elems(T);
+  SliceLevel<X> input(T);
   [&]<size_t... I>(std::index_sequence<I...>) {
-    auto slices = std::make_tuple(split_slices(std::get<I>(xs), dim)...);
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t src = reverse ? T - 1 - t : t;
-      elems[t] = Node::template unflatten<0>(std::make_tuple(std::get<I>(slices)[src]...));
-    }
+    (add_input_leaf(input, std::get<I>(xs), ys, dim, reverse), ...);
   }(std::make_index_sequence<L>{});
+  input.bind_all(X{});
 
-  std::vector<X> out = scanner.scan(f, std::move(elems));
-
-  [&]<size_t... I>(std::index_sequence<I...>) {
-    auto slices = std::make_tuple(std::vector<std::tuple_element_t<I, typename Node::Flat>>(T)...);
-    for (int64_t t = 0; t < T; ++t) {
-      auto flat = Node::flatten(out[t]);
-      const int64_t dst = reverse ? T - 1 - t : t;
-      ((std::get<I>(slices)[dst] = std::get<I>(flat)), ...);
-    }
-    (join_slices(std::get<I>(slices), dim, const_cast<std::tuple_element_t<I, typename Node::Flat>&>(std::get<I>(ys))), ...);
+  const std::array<SliceWriter, L> writers = [&]<size_t... I>(std::index_sequence<I...>) {
+    return std::array<SliceWriter, L>{
+        SliceWriter::of(const_cast<std::tuple_element_t<I, typename Node::Flat>&>(std::get<I>(ys)), dim)...};
   }(std::make_index_sequence<L>{});
+  scanner.scan_levels(f, input.items(), T, X{}, [&](int64_t t, const X& y) {
+    const int64_t dst = reverse ? T - 1 - t : t;
+    for_each_leaf(y, [&](size_t l, const auto& s) { writers[l].write(dst, s); });
+  });
 }
 
 // The same for a std::vector of leaves; `ys` holds one output per leaf.
@@ -137,21 +342,20 @@ void generic_scan_list(const F& f, const std::vector<Tensor<T>>& xs, std::vector
   GenericScan<X> scanner;
   scanner.where = where;
   int64_t slice_elems = 0;
-  std::vector<std::vector<Tensor<T>>> slices(L);
+  SliceLevel<X> input(T_len);
   for (size_t l = 0; l < L; ++l) {
     scanner.slice_shapes.push_back(remove_dim(xs[l].shape(), dim));
     slice_elems += shape_numel(scanner.slice_shapes[l]);
-    slices[l] = split_slices(xs[l], dim);
+    add_input_leaf(input, xs[l], ys, dim, reverse);
   }
   scanner.grain = std::max<int64_t>(1, 2048 / std::max<int64_t>(slice_elems, 1));
-  std::vector<X> elems(T_len, X(L));
-  for (int64_t t = 0; t < T_len; ++t)
-    for (size_t l = 0; l < L; ++l) elems[t][l] = slices[l][reverse ? T_len - 1 - t : t];
-  std::vector<X> out = scanner.scan(f, std::move(elems));
-  for (size_t l = 0; l < L; ++l) {
-    for (int64_t t = 0; t < T_len; ++t) slices[l][reverse ? T_len - 1 - t : t] = out[t][l];
-    join_slices(slices[l], dim, ys[l]);
-  }
+  input.bind_all(X(L));
+  std::vector<SliceWriter> writers;
+  for (size_t l = 0; l < L; ++l) writers.push_back(SliceWriter::of(ys[l], dim));
+  scanner.scan_levels(f, input.items(), T_len, X(L), [&](int64_t t, const X& y) {
+    const int64_t dst = reverse ? T_len - 1 - t : t;
+    for (size_t l = 0; l < L; ++l) writers[l].write(dst, y[l]);
+  });
 }
 
 }  // namespace ascan::detail
