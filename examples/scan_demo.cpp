@@ -29,7 +29,7 @@ int main() {
   auto [ca, cb] = ascan::associative_scan(affine, std::tuple{a, b}, 0);
   fmt::print("composed affine maps: a = {}, b = {}\n", ca, cb);
 
-  // Gradients: d/db of sum(w * h) through the scan, exact, by a flipped scan.
+  // Gradients: d/db of sum(w * h) through the scan, exact (the adjoint recurrence swept backwards).
   namespace ad = ascan::ad;
   auto av = ad::param(a), bv = ad::param(b);
   auto [ya_v, h_v] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{av, bv}, 0);

@@ -1,7 +1,7 @@
 // scan.hpp — ascan::ad::associative_scan: the differentiable scan (DESIGN §4).
 //
 // Pointwise mode: the forward is the host scan on the values; the backward node solves the exact
-// adjoint recurrence with a flipped associative scan (scan_vjp.hpp), Jacobians from dual numbers.
+// adjoint recurrence in fused backward sweeps (scan_vjp.hpp), Jacobians from dual numbers.
 // It keeps only the inputs and outputs. Broadcast leaves get their gradient summed back to their
 // own shape. Generic mode: f is called on Var slices only — in the forward (on a scratch tape, no
 // gradients recorded) and in the backward, an exact VJP sweep that re-runs f at (y_{t-1}, x_t) on

@@ -68,17 +68,19 @@ ASCAN_ALWAYS_INLINE void scatter_elem(const R& r, D* flat, size_t& pos) {
   }
 }
 
-// A (∂out/∂left) and B (∂out/∂right), row-major [out leaf][in leaf], at one element.
-template <class Elem, size_t L, class T, class F>
-ASCAN_ALWAYS_INLINE void jacobians(const F& f, const std::array<T, L>& left, const std::array<T, L>& right,
-               std::array<T, L * L>& A, std::array<T, L * L>& B) {
-  using D = Dual<T, static_cast<int>(2 * L)>;
+// A (∂out/∂left) and, with WithB, B (∂out/∂right), row-major [out leaf][in leaf], at one
+// element, from one call of f on duals with L (or 2L) tangents.
+template <class Elem, size_t L, bool WithB, class T, class F>
+ASCAN_ALWAYS_INLINE void dual_jacobians(const F& f, const std::array<T, L>& left, const std::array<T, L>& right,
+                                        std::array<T, L * L>& A, std::array<T, L * L>* B) {
+  constexpr size_t N = WithB ? 2 * L : L;
+  using D = Dual<T, static_cast<int>(N)>;
   std::array<D, L> l, r, o;
   for (size_t i = 0; i < L; ++i) {
     l[i] = D(left[i]);
     l[i].d[i] = T(1);
     r[i] = D(right[i]);
-    r[i].d[L + i] = T(1);
+    if constexpr (WithB) r[i].d[L + i] = T(1);
   }
   size_t pl = 0, pr = 0, po = 0;
   const auto out = f(build_elem<Elem, D>(l.data(), pl), build_elem<Elem, D>(r.data(), pr));
@@ -86,26 +88,21 @@ ASCAN_ALWAYS_INLINE void jacobians(const F& f, const std::array<T, L>& left, con
   for (size_t k = 0; k < L; ++k)
     for (size_t i = 0; i < L; ++i) {
       A[k * L + i] = o[k].d[i];
-      B[k * L + i] = o[k].d[L + i];
+      if constexpr (WithB) (*B)[k * L + i] = o[k].d[L + i];
     }
 }
 
-// A alone (∂out/∂left), from duals with L tangents: the segment sweep's first pass needs no B.
+template <class Elem, size_t L, class T, class F>
+ASCAN_ALWAYS_INLINE void jacobians(const F& f, const std::array<T, L>& left, const std::array<T, L>& right,
+                                   std::array<T, L * L>& A, std::array<T, L * L>& B) {
+  dual_jacobians<Elem, L, true>(f, left, right, A, &B);
+}
+
+// A alone: the segment sweep's first pass needs no B.
 template <class Elem, size_t L, class T, class F>
 ASCAN_ALWAYS_INLINE void left_jacobian(const F& f, const std::array<T, L>& left, const std::array<T, L>& right,
                                        std::array<T, L * L>& A) {
-  using D = Dual<T, static_cast<int>(L)>;
-  std::array<D, L> l, r, o;
-  for (size_t i = 0; i < L; ++i) {
-    l[i] = D(left[i]);
-    l[i].d[i] = T(1);
-    r[i] = D(right[i]);
-  }
-  size_t pl = 0, pr = 0, po = 0;
-  const auto out = f(build_elem<Elem, D>(l.data(), pl), build_elem<Elem, D>(r.data(), pr));
-  scatter_elem<D>(out, o.data(), po);
-  for (size_t k = 0; k < L; ++k)
-    for (size_t i = 0; i < L; ++i) A[k * L + i] = o[k].d[i];
+  dual_jacobians<Elem, L, false>(f, left, right, A, static_cast<std::array<T, L * L>*>(nullptr));
 }
 
 template <size_t N, class T>
@@ -405,7 +402,9 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
         }
       }
       // The next stage's stretch of every stream (the lanes walk VW * L * 4 of them, more than
-      // the hardware prefetchers follow), so its loads hit while this stage is computed.
+      // the hardware prefetchers follow), so its loads hit while this stage is computed. Also
+      // for one column block, whose tile set_tile fetched in order: without it, 1-D [2^22] took
+      // 1.3x as long (the early fetch is partly evicted by the time a late stage is staged).
       if (q0 >= Q) {
         constexpr int64_t line = 64 / sizeof(T);
         const int64_t i0 = at(s0 - Q), i1 = at(s0 - 1), lo = std::min(i0, i1), hi = std::max(i0, i1);
