@@ -359,8 +359,10 @@ INSTANTIATE_TEST_SUITE_P(Sizes, ScanLength,
                                            ref::large(1 << 20)),
                          [](const auto& info) { return fmt::format("T{}", info.param); });
 
-// [T, inner] layouts: 7 lanes (fewer than two vectors of doubles), 256 (one full lane group),
-// 300 (more than 256: two lane groups, the second partial); T = 2000 rows make dozens of row
+// [T, inner] layouts: rows narrower than 16 lanes are scanned in chunks of 8, 4, 2 and 1 lanes
+// (the bits of inner: 2, 3 = 2+1, 5 = 4+1, 7 = 4+2+1, 9 = 8+1, 15 = 8+4+2+1); 16 (the narrowest
+// row scanned as one lane loop), 256 (one full lane group), 300 (more than 256: two lane groups,
+// the second partial); T = 2000 rows make dozens of row
 // blocks (each about an L2's worth of bytes) that chain their prefixes one after another (500
 // rows, still ten or more blocks, in sanitizer builds).
 class ScanLanes : public ::testing::TestWithParam<int64_t> {};
@@ -373,7 +375,7 @@ TEST_P(ScanLanes, MatchesReference) {
   check_linrec<double>({T, inner}, {T, inner}, 0, true, 4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Inner, ScanLanes, ::testing::Values(7, 256, 300),
+INSTANTIATE_TEST_SUITE_P(Inner, ScanLanes, ::testing::Values(2, 3, 5, 7, 9, 15, 16, 256, 300),
                          [](const auto& info) { return fmt::format("Inner{}", info.param); });
 
 // ---- broadcasting --------------------------------------------------------------------------

@@ -38,7 +38,8 @@ namespace ascan::detail {
 inline constexpr int64_t kMaxLanes = 256;            // accumulator tile per column group
 inline constexpr int64_t kBlockBytes = 96 << 10;     // inputs + outputs of one block (L2-resident)
 inline constexpr int64_t kParallelMinElements = 1 << 15;  // below this, no thread hand-off
-inline constexpr int64_t kMinSegmentRows = 16;       // shorter blocks are not cut into segments
+inline constexpr int64_t kMinSegmentRows = 16;
+inline constexpr int64_t kNarrowLanes = 16;          // narrower groups scan in fixed-width chunks       // shorter blocks are not cut into segments
 inline constexpr int kSpinsBeforeYield = 64;          // ~1-2 us of pause before yielding the core
 
 template <size_t N, class Fn>
@@ -80,6 +81,15 @@ template <class... Ts> struct LaneBuffers<std::tuple<Ts*...>> {
     U* p = reinterpret_cast<U*>(raw + off);
     off += sizeof(U) * kMaxLanes;
     return p;
+  }
+};
+
+// W lanes of every leaf in local arrays (structure of arrays), read and written as elements.
+template <class Ptrs, int W> struct LocalLanes;
+template <class... Ts, int W> struct LocalLanes<std::tuple<Ts*...>, W> {
+  std::tuple<std::array<Ts, W>...> v;
+  ASCAN_ALWAYS_INLINE std::tuple<Ts*...> ptrs() {
+    return std::apply([](auto&... a) { return std::tuple<Ts*...>{a.data()...}; }, v);
   }
 };
 
@@ -213,12 +223,19 @@ class PointwiseRunner {
       num_segments = 8;
       seg = segment_rows(s1 - s0, 8, g.w);
       scan_sequences<8>(g, s0, s1, seg);
+    } else if (g.w < kNarrowLanes && g.w > 1 && !any_gather_ && s1 - s0 >= 2 * kMinSegmentRows) {
+      // Two chains overlap f's latency; more spill the chunks' accumulators out of registers.
+      num_segments = 2;
+      seg = segment_rows(s1 - s0, 2, g.w);
+      scan_narrow<2>(g, s0, s1, seg);
     } else if (g.w < 32 && g.w > 1 && s1 - s0 >= 4 * kMinSegmentRows) {
       num_segments = 4;
       seg = segment_rows(s1 - s0, 4, g.w);
       scan_lanes<4>(g, s0, s1, seg);
     } else if (g.w == 1) {
       scan_sequences<1>(g, s0, s1, seg);
+    } else if (g.w < kNarrowLanes && !any_gather_) {
+      scan_narrow<1>(g, s0, s1, seg);
     } else {
       scan_lanes<1>(g, s0, s1, seg);
     }
@@ -315,6 +332,59 @@ class PointwiseRunner {
     }
   }
 
+  // Local scans of K segments of w < kNarrowLanes lanes (all leaves contiguous over them). A
+  // row loop of a runtime w that short stays scalar and keeps the accumulator in memory (a
+  // store-to-load round trip per step), so the lanes are cut into chunks of compile-time width
+  // 8, 4, 2, 1 (the bits of w), each scanned with its accumulators in registers.
+  template <int K>
+  void scan_narrow(const Group& g, int64_t s0, int64_t s1, int64_t seg) {
+    int64_t j0 = 0;
+    static_for<4>([&](auto b) {
+      constexpr int W = 8 >> b;
+      if (g.w & W) {
+        scan_chunk<K, W>(g, j0, s0, s1, seg);
+        j0 += W;
+      }
+    });
+  }
+
+  template <int K, int W>
+  void scan_chunk(const Group& g, int64_t j0, int64_t s0, int64_t s1, int64_t seg) {
+    // Accumulators and inputs are kept leaf by leaf (arrays of W per leaf, like the tensors),
+    // so the combine over the W lanes groups into vector instructions.
+    std::array<LocalLanes<Ptrs, W>, K> acc;
+    LocalLanes<Ptrs, W> in;
+    std::array<Ptrs, K> x, y;
+    static_for<K>([&](auto k) {
+      x[k] = x_row(g, s0 + k * seg);
+      y[k] = y_row(g, s0 + k * seg);
+      static_for<L>([&](auto I) {
+        std::get<I>(x[k]) += j0;
+        std::get<I>(y[k]) += j0;
+        auto& a = std::get<I>(acc[k].v);
+        for (int j = 0; j < W; ++j) std::get<I>(y[k])[j] = a[j] = std::get<I>(x[k])[j];
+      });
+    });
+    const auto step = [&](auto k) {
+      static_for<L>([&](auto I) {
+        std::get<I>(x[k]) += x_step_[I];
+        std::get<I>(y[k]) += y_step_;
+        auto& v = std::get<I>(in.v);
+        static_for<W>([&](auto j) { v[j] = std::get<I>(x[k])[j]; });
+      });
+      // All loads, then all combines, then all stores: y may alias x, so interleaved they
+      // could not be grouped into vectors.
+      const Ptrs a = acc[k].ptrs(), b = in.ptrs();
+      static_for<W>([&](auto j) { Access::store(a, j, to_elem<Elem>(f_(Access::load(a, j), Access::load(b, j)))); });
+      static_for<L>([&](auto I) {
+        const auto& a = std::get<I>(acc[k].v);
+        static_for<W>([&](auto j) { std::get<I>(y[k])[j] = a[j]; });
+      });
+    };
+    for (int64_t s = 1; s < seg; ++s) static_for<K>(step);
+    for (int64_t s = s0 + K * seg; s < s1; ++s) step(std::integral_constant<size_t, K - 1>{});
+  }
+
   // Local scans of K segments of w lanes each; lanes vectorise, segments add independent work.
   // The previous output row is the accumulator (as in a plain loop): one load of it, one of x
   // and one store per element.
@@ -350,17 +420,34 @@ class PointwiseRunner {
         if (std::get<I>(y) != std::get<I>(xl)) std::memcpy(std::get<I>(y), std::get<I>(xl), w * sizeof(*std::get<I>(y)));
       });
     };
-    const auto step = [&](int64_t s) {
-      const Ptrs xl = lanes_of(x_row(g, s)), prev = y_row(g, s - 1), y = y_row(g, s);
-      // Lanes are independent (y may be x itself, at the same lane; prev is another row), which
-      // the compiler cannot prove through the pointers: say so, or it emits scalar code.
+    // Row pointers advance in place: building a fresh pointer tuple per row made GCC store its
+    // fields one by one and reload them as one vector (a failed store forward, ~45 % of the time
+    // of rows of 7 lanes).
+    const int64_t prev_off = -y_step_;
+    const auto step = [&](Ptrs& x, Ptrs& y) {
+      static_for<L>([&](auto I) {
+        std::get<I>(x) += x_step_[I];
+        std::get<I>(y) += y_step_;
+      });
+      const auto body = [&](const Ptrs& xl) {
+        // Lanes are independent (y may be x itself, at the same lane; the previous row is
+        // another row), which the compiler cannot prove through the pointers: say so, or it
+        // emits scalar code.
 #pragma GCC ivdep
-      for (int64_t j = 0; j < w; ++j) Access::store(y, j, to_elem<Elem>(f_(Access::load(prev, j), Access::load(xl, j))));
+        for (int64_t j = 0; j < w; ++j)
+          Access::store(y, j, to_elem<Elem>(f_(Access::load(y, j + prev_off), Access::load(xl, j))));
+      };
+      if (any_gather_) body(lanes_of(x)); else body(x);
     };
-    for (int k = 0; k < K; ++k) first(s0 + k * seg);
+    std::array<Ptrs, K> xs, ys;
+    for (int k = 0; k < K; ++k) {
+      first(s0 + k * seg);
+      xs[k] = x_row(g, s0 + k * seg);
+      ys[k] = y_row(g, s0 + k * seg);
+    }
     for (int64_t s = 1; s < seg; ++s)
-      for (int k = 0; k < K; ++k) step(s0 + k * seg + s);
-    for (int64_t s = s0 + K * seg; s < s1; ++s) step(s);
+      for (int k = 0; k < K; ++k) step(xs[k], ys[k]);
+    for (int64_t s = s0 + K * seg; s < s1; ++s) step(xs[K - 1], ys[K - 1]);
   }
 
   // y_s = f(carry, y_s) for logical steps s in [a, e); `carry` holds w final lanes.
@@ -378,10 +465,30 @@ class PointwiseRunner {
       }
       return;
     }
+    if ((y_step_ == g.w || y_step_ == -g.w) && g.w <= kMaxLanes / 4) {
+      // Narrow rows packed back to back: one flat, vectorisable loop over the rows' span, with
+      // the carry repeated to a stretch of whole rows (a loop of w per row would be scalar).
+      const int64_t n = (e - a) * g.w, stretch = std::min(kMaxLanes / g.w * g.w, n);
+      LaneBuffers<Ptrs> rep_buf;
+      const Ptrs rep = rep_buf.ptrs();
+      for (int64_t i = 0, j = 0; i < stretch; ++i) {
+        Access::store(rep, i, Access::load(carry, j));
+        if (++j == g.w) j = 0;
+      }
+      Ptrs lo = y_row(g, y_step_ > 0 ? a : e - 1);
+      for (int64_t i = 0; i < n; i += stretch) {
+        const int64_t m = std::min(stretch, n - i);
+#pragma GCC ivdep
+        for (int64_t j = 0; j < m; ++j) Access::store(lo, j, f_(Access::load(rep, j), Access::load(lo, j)));
+        static_for<L>([&](auto I) { std::get<I>(lo) += stretch; });
+      }
+      return;
+    }
+    Ptrs row = y_row(g, a);
     for (int64_t s = a; s < e; ++s) {
-      const Ptrs row = y_row(g, s);
 #pragma GCC ivdep
       for (int64_t j = 0; j < g.w; ++j) Access::store(row, j, f_(Access::load(carry, j), Access::load(row, j)));
+      static_for<L>([&](auto I) { std::get<I>(row) += y_step_; });
     }
   }
 
