@@ -245,6 +245,69 @@ TEST(AdScan, SegmentSweepAcrossSegments) {
   }
 }
 
+// The segment sweep stages contiguous streams in blocks of 8 (float) or 4 (double) lanes with
+// register transposes and writes ∂x back the same way; partial stages, a column's first stage
+// (no y_{-1}) and strided layouts go element by element. Cases: one long sequence of 21
+// segments (two tiles, the second partial), columns of a [3, T] layout (lanes of different
+// columns in one block), a decay constant along the scan (a broadcast stream), both directions.
+// float64 must match the column sweep; float32 the float64 column sweep on the same values.
+template <class T>
+std::vector<TD> linrec_segment_grads(const std::vector<TD>& xs64, int64_t dim, bool reverse, const std::vector<TD>& gbar64) {
+  const auto cast = [](const TD& x) {
+    auto y = ascan::Tensor<T>::empty(x.shape());
+    for (int64_t i = 0; i < x.numel(); ++i) y.data()[i] = static_cast<T>(x.data()[i]);
+    return y;
+  };
+  const std::vector<ascan::Tensor<T>> xs{cast(xs64[0]), cast(xs64[1])}, gbar{cast(gbar64[0]), cast(gbar64[1])};
+  auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{xs[0], xs[1]}, dim, {.reverse = reverse});
+  const auto plan = ascan::detail::make_pointwise_plan({xs[0].shape(), xs[1].shape()}, dim, "test");
+  using Elem = std::tuple<T, T>;
+  const auto g = ascan::ad::detail::pointwise_vjp_segments<Elem, 2>(ascan::linear_recurrence, plan, xs, {ya, yb}, gbar,
+                                                                    {true, true}, reverse);
+  std::vector<TD> out;
+  for (const auto& t : g) {
+    auto d = TD::empty(t.shape());
+    for (int64_t i = 0; i < t.numel(); ++i) d.data()[i] = static_cast<double>(t.data()[i]);
+    out.push_back(d);
+  }
+  return out;
+}
+
+TEST(AdScan, SegmentSweepBlockStagingFloat32AndFloat64) {
+  const int64_t T = 512 * 20 + 37;
+  struct Case { std::vector<TD> xs; int64_t dim; };
+  const std::vector<Case> cases = {
+      {{uniform({T}, 1, 0.997, 0.9995), randn({T}, 2)}, 0},
+      {{uniform({3, 5000}, 3, 0.99, 0.9995), randn({3, 5000}, 4)}, 1},
+      {{uniform({1}, 5, 0.998, 0.999), randn({T}, 6)}, 0},
+  };
+  for (const Case& c : cases) {
+    for (bool rev : {false, true}) {
+      // Round the inputs to float32 first, so both precisions see the same values.
+      std::vector<TD> xs;
+      for (const TD& x : c.xs) {
+        auto r = TD::empty(x.shape());
+        for (int64_t i = 0; i < x.numel(); ++i) r.data()[i] = static_cast<float>(x.data()[i]);
+        xs.push_back(r);
+      }
+      auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{xs[0], xs[1]}, c.dim, {.reverse = rev});
+      std::vector<TD> gbar{randn(ya.shape(), 7), randn(yb.shape(), 8)};
+      for (auto& g : gbar)
+        for (int64_t i = 0; i < g.numel(); ++i) g.data()[i] = static_cast<float>(g.data()[i]);
+      const auto plan = ascan::detail::make_pointwise_plan({xs[0].shape(), xs[1].shape()}, c.dim, "test");
+      const auto ref = ascan::ad::detail::pointwise_vjp_columns<std::tuple<double, double>, 2>(
+          ascan::linear_recurrence, plan, xs, {ya, yb}, gbar, {true, true}, rev);
+      const auto g64 = linrec_segment_grads<double>(xs, c.dim, rev, gbar);
+      const auto g32 = linrec_segment_grads<float>(xs, c.dim, rev, gbar);
+      for (size_t l = 0; l < 2; ++l) {
+        EXPECT_TRUE(ascan::allclose(g64[l], ref[l], 1e-10, 1e-10)) << "float64, leaf " << l << ", dim " << c.dim << ", rev " << rev;
+        // float32 through ~10^4 steps of a decay near 1: relative error of a few 1e-5.
+        EXPECT_TRUE(ascan::allclose(g32[l], ref[l], 1e-3, 1e-3)) << "float32, leaf " << l << ", dim " << c.dim << ", rev " << rev;
+      }
+    }
+  }
+}
+
 TEST(AdScan, ColumnSweepPassesGradcheck) {
   const ascan::ad::GradcheckOptions fast{.fast = true, .num_directions = 6};
   EXPECT_GRADCHECK([](const auto& x) { return ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, 1); },

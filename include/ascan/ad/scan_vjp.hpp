@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <tuple>
 #include <type_traits>
@@ -301,6 +302,74 @@ inline constexpr int64_t kSegmentSteps = 512;
 inline constexpr int64_t kLanesPerTile = 16;
 inline constexpr int64_t kStageSteps = 32;
 
+// V x V blocks of float or double (32-byte vectors) transposed in registers: the staging of the
+// segment sweep turns each lane's stretch of a stream into steps across lanes, which element by
+// element was most of the sweep's time. Stretches run up (dir 1) or down (dir -1) from a pointer.
+template <class T> struct BlockTranspose {
+  static constexpr int64_t V = 0;  // no vector path for other element types
+};
+template <class T>
+  requires(std::is_same_v<T, float> || std::is_same_v<T, double>)
+struct BlockTranspose<T> {
+  static constexpr int64_t V = 32 / sizeof(T);
+  typedef T Vec __attribute__((vector_size(32)));
+
+  static Vec load(const T* p, int64_t dir) {  // p[0], p[dir], ..., p[(V - 1) * dir]
+    Vec v;
+    std::memcpy(&v, dir > 0 ? p : p - (V - 1), sizeof(Vec));
+    return dir > 0 ? v : reversed(v);
+  }
+  static void store(T* p, int64_t dir, Vec v) {
+    if (dir < 0) v = reversed(v);
+    std::memcpy(dir > 0 ? p : p - (V - 1), &v, sizeof(Vec));
+  }
+  static Vec reversed(Vec v) {
+    if constexpr (V == 8) return __builtin_shufflevector(v, v, 7, 6, 5, 4, 3, 2, 1, 0);
+    else return __builtin_shufflevector(v, v, 3, 2, 1, 0);
+  }
+  // r[i][k] -> r[k][i].
+  static void transpose(Vec (&r)[V]) {
+    if constexpr (V == 8) {
+      Vec t[8], u[8];
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+        t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        u[i] = __builtin_shufflevector(t[i], t[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[i + 1] = __builtin_shufflevector(t[i], t[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        u[i + 2] = __builtin_shufflevector(t[i + 1], t[i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+        u[i + 3] = __builtin_shufflevector(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+      }
+      for (int i = 0; i < 4; ++i) {
+        r[i] = __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        r[i + 4] = __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+      }
+    } else {
+      const Vec t0 = __builtin_shufflevector(r[0], r[1], 0, 4, 2, 6), t1 = __builtin_shufflevector(r[0], r[1], 1, 5, 3, 7);
+      const Vec t2 = __builtin_shufflevector(r[2], r[3], 0, 4, 2, 6), t3 = __builtin_shufflevector(r[2], r[3], 1, 5, 3, 7);
+      r[0] = __builtin_shufflevector(t0, t2, 0, 1, 4, 5);
+      r[1] = __builtin_shufflevector(t1, t3, 0, 1, 4, 5);
+      r[2] = __builtin_shufflevector(t0, t2, 2, 3, 6, 7);
+      r[3] = __builtin_shufflevector(t1, t3, 2, 3, 6, 7);
+    }
+  }
+  // Lane i's stretch src[i][k * dir] (k < V) into dst[k * dst_stride + i].
+  static void gather(const std::array<const T*, V>& src, int64_t dir, T* dst, int64_t dst_stride) {
+    Vec r[V];
+    for (int64_t i = 0; i < V; ++i) r[i] = load(src[i], dir);
+    transpose(r);
+    for (int64_t k = 0; k < V; ++k) std::memcpy(dst + k * dst_stride, &r[k], sizeof(Vec));
+  }
+  // The inverse: src[k * src_stride + i] into lane i's stretch dst[i][k * dir].
+  static void scatter(const T* src, int64_t src_stride, const std::array<T*, V>& dst, int64_t dir) {
+    Vec r[V];
+    for (int64_t k = 0; k < V; ++k) std::memcpy(&r[k], src + k * src_stride, sizeof(Vec));
+    transpose(r);
+    for (int64_t i = 0; i < V; ++i) store(dst[i], dir, r[i]);
+  }
+};
+
 template <class T, size_t L>
 struct SegmentTile {
   static constexpr int64_t VW = kLanesPerTile, Q = kStageSteps;
@@ -382,42 +451,96 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   };
   // Stages steps q0 .. q0 + qn - 1 (relative to each lane's t0) of the tile's lanes.
   const int64_t dir = reverse ? -1 : 1;  // index step per scan step
-  const auto stage = [&](Tile& r, int64_t q0, int64_t qn) {
-    for (int64_t j = 0; j < VW; ++j) {
-      const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
-      // Step s reads y at index at(s - 1); step 0 has no y_{-1} and reads y_0 (its A is unused).
-      const int64_t q_first = s0 == 0 ? 1 : 0;
+  const auto stage_lane = [&](Tile& r, int64_t j, int64_t q0, int64_t qn) {
+    const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
+    // Step s reads y at index at(s - 1); step 0 has no y_{-1} and reads y_0 (its A is unused).
+    const int64_t q_first = s0 == 0 ? 1 : 0;
+    for (size_t l = 0; l < L; ++l) {
+      const int64_t ys_step = dir * step, xs_step = dir * x_step[l];
+      const T* yl = y_ptr[l] + ob + at(s0) * step;  // y at index at(s0 + qq - 1): yl[(qq - 1) * ys_step]
+      const T* xl = x_ptr[l] + leaf_base[r.n[j]][l] + at(s0) * x_step[l];
+      if (q_first == 1) r.left[l][0][j] = yl[0];
+      for (int64_t qq = q_first; qq < qn; ++qq) r.left[l][qq][j] = yl[(qq - 1) * ys_step];
+      for (int64_t qq = 0; qq < qn; ++qq) r.right[l][qq][j] = xl[qq * xs_step];
+      if (g_ptr[l]) {
+        const T* gl = g_ptr[l] + ob + at(s0) * step;
+        for (int64_t qq = 0; qq < qn; ++qq) r.gb[l][qq][j] = gl[qq * ys_step];
+      } else {
+        for (int64_t qq = 0; qq < qn; ++qq) r.gb[l][qq][j] = T(0);
+      }
+    }
+  };
+  const auto prefetch_lane = [&](Tile& r, int64_t j, int64_t q0) {
+    const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
+    // The next stage's stretch of every stream (the lanes walk VW * L * 4 of them, more than
+    // the hardware prefetchers follow), so its loads hit while this stage is computed. Also
+    // for one column block, whose tile set_tile fetched in order: without it, 1-D [2^22] took
+    // 1.3x as long (the early fetch is partly evicted by the time a late stage is staged).
+    if (q0 >= Q) {
+      constexpr int64_t line = 64 / sizeof(T);
+      const int64_t i0 = at(s0 - Q), i1 = at(s0 - 1), lo = std::min(i0, i1), hi = std::max(i0, i1);
       for (size_t l = 0; l < L; ++l) {
-        const int64_t ys_step = dir * step, xs_step = dir * x_step[l];
-        const T* yl = y_ptr[l] + ob + at(s0) * step;  // y at index at(s0 + qq - 1): yl[(qq - 1) * ys_step]
-        const T* xl = x_ptr[l] + leaf_base[r.n[j]][l] + at(s0) * x_step[l];
-        if (q_first == 1) r.left[l][0][j] = yl[0];
-        for (int64_t qq = q_first; qq < qn; ++qq) r.left[l][qq][j] = yl[(qq - 1) * ys_step];
-        for (int64_t qq = 0; qq < qn; ++qq) r.right[l][qq][j] = xl[qq * xs_step];
-        if (g_ptr[l]) {
-          const T* gl = g_ptr[l] + ob + at(s0) * step;
-          for (int64_t qq = 0; qq < qn; ++qq) r.gb[l][qq][j] = gl[qq * ys_step];
-        } else {
-          for (int64_t qq = 0; qq < qn; ++qq) r.gb[l][qq][j] = T(0);
+        const int64_t xo = leaf_base[r.n[j]][l];
+        for (int64_t e = lo * step; e <= hi * step; e += line) {
+          __builtin_prefetch(y_ptr[l] + ob + e);
+          if (g_ptr[l]) __builtin_prefetch(g_ptr[l] + ob + e);
+          if (dx_ptr[l]) __builtin_prefetch(dx_ptr[l] + ob + e, 1);
         }
+        for (int64_t e = lo * x_step[l]; e <= hi * x_step[l]; e += line) __builtin_prefetch(x_ptr[l] + xo + e);
       }
-      // The next stage's stretch of every stream (the lanes walk VW * L * 4 of them, more than
-      // the hardware prefetchers follow), so its loads hit while this stage is computed. Also
-      // for one column block, whose tile set_tile fetched in order: without it, 1-D [2^22] took
-      // 1.3x as long (the early fetch is partly evicted by the time a late stage is staged).
-      if (q0 >= Q) {
-        constexpr int64_t line = 64 / sizeof(T);
-        const int64_t i0 = at(s0 - Q), i1 = at(s0 - 1), lo = std::min(i0, i1), hi = std::max(i0, i1);
-        for (size_t l = 0; l < L; ++l) {
-          const int64_t xo = leaf_base[r.n[j]][l];
-          for (int64_t e = lo * step; e <= hi * step; e += line) {
-            __builtin_prefetch(y_ptr[l] + ob + e);
-            if (g_ptr[l]) __builtin_prefetch(g_ptr[l] + ob + e);
-            if (dx_ptr[l]) __builtin_prefetch(dx_ptr[l] + ob + e, 1);
+    }
+  };
+  // Contiguous streams (unit steps along the scan) stage blocks of TV lanes x TV steps with
+  // register transposes; other layouts, partial stages and blocks holding a column's step 0 (no
+  // y_{-1} to read) go element by element.
+  using BT = BlockTranspose<T>;
+  constexpr int64_t TV = BT::V;
+  bool unit_steps = TV > 0 && (step == 1 || step == -1);
+  for (size_t l = 0; l < L; ++l) unit_steps = unit_steps && (x_step[l] == 1 || x_step[l] == -1 || x_step[l] == 0);
+  const auto stage_block = [&](Tile& r, int64_t j0, int64_t q0) {
+    if constexpr (TV > 0) {
+      for (size_t l = 0; l < L; ++l) {
+        const int64_t ydir = dir * step, xdir = dir * x_step[l];
+        std::array<const T*, TV> ysrc, xsrc, gsrc;
+        for (int64_t i = 0; i < TV; ++i) {
+          const int64_t j = j0 + i, s0 = r.t0[j] + q0;
+          ysrc[i] = y_ptr[l] + out_base[r.n[j]] + at(s0) * step - ydir;  // y at step s0 - 1
+          xsrc[i] = x_ptr[l] + leaf_base[r.n[j]][l] + at(s0) * x_step[l];
+          gsrc[i] = g_ptr[l] ? g_ptr[l] + out_base[r.n[j]] + at(s0) * step : nullptr;
+        }
+        if (xdir == 0) {  // a leaf constant along the scan (a decay of shape [1, 1])
+          std::array<T, TV> v;
+          for (int64_t i = 0; i < TV; ++i) v[i] = *xsrc[i];
+          for (int64_t k = 0; k < Q; ++k) std::copy(v.begin(), v.end(), &r.right[l][k][j0]);
+        }
+        for (int64_t k = 0; k < Q; k += TV) {
+          BT::gather(ysrc, ydir, &r.left[l][k][j0], VW);
+          if (xdir != 0) BT::gather(xsrc, xdir, &r.right[l][k][j0], VW);
+          if (g_ptr[l]) BT::gather(gsrc, ydir, &r.gb[l][k][j0], VW);
+          for (int64_t i = 0; i < TV; ++i) {
+            ysrc[i] += TV * ydir;
+            xsrc[i] += TV * xdir;
+            if (g_ptr[l]) gsrc[i] += TV * ydir;
           }
-          for (int64_t e = lo * x_step[l]; e <= hi * x_step[l]; e += line) __builtin_prefetch(x_ptr[l] + xo + e);
         }
+        if (!g_ptr[l])
+          for (int64_t k = 0; k < Q; ++k) std::fill_n(&r.gb[l][k][j0], TV, T(0));
       }
+    }
+  };
+  const auto stage = [&](Tile& r, int64_t q0, int64_t qn) {
+    int64_t blocked = 0;  // lanes [0, blocked) staged by blocks
+    if (unit_steps && qn == Q) {
+      for (; blocked < VW; blocked += TV) {
+        bool has_step0 = false;
+        for (int64_t i = 0; i < TV; ++i) has_step0 = has_step0 || r.t0[blocked + i] + q0 == 0;
+        if (has_step0) break;
+        stage_block(r, blocked, q0);
+      }
+    }
+    for (int64_t j = 0; j < VW; ++j) {
+      if (j >= blocked) stage_lane(r, j, q0, qn);
+      prefetch_lane(r, j, q0);
     }
   };
   // Walks a tile's steps from its last to its first, staging Q at a time: lanes(qq) is the lane
@@ -544,10 +667,31 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
           for (int64_t j = 0; j < VW; ++j)
             if (r.t0[j] == 0)
               for (size_t l = 0; l < L; ++l) r.d[l][0][j] = g[l][j];
+        // Blocks of whole lanes written back by register transposes, as they were staged.
+        int64_t blocked = 0;
+        if constexpr (TV > 0) {
+          if (unit_steps && qn == Q) {
+            for (; blocked + TV <= r.w; blocked += TV) {
+              for (size_t l = 0; l < L; ++l) {
+                if (!dx_ptr[l]) continue;
+                std::array<T*, TV> dst;
+                for (int64_t i = 0; i < TV; ++i) {
+                  const int64_t j = blocked + i;
+                  dst[i] = dx_ptr[l] + out_base[r.n[j]] + at(r.t0[j] + q0) * step;
+                }
+                for (int64_t k = 0; k < Q; k += TV) {
+                  BT::scatter(&r.d[l][k][blocked], VW, dst, dir * step);
+                  for (int64_t i = 0; i < TV; ++i) dst[i] += TV * dir * step;
+                }
+              }
+            }
+          }
+        }
         for (int64_t j = 0; j < r.w; ++j) {
           const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
           for (size_t l = 0; l < L; ++l) {
             if (dx_ptr[l]) {
+              if (j < blocked) continue;
               for (int64_t qq = 0; qq < qn; ++qq) dx_ptr[l][ob + at(s0 + qq) * step] = r.d[l][qq][j];
             } else if (outs.mode[l] == Outs::Mode::summed) {
               Acc acc = Acc(0);
