@@ -313,15 +313,17 @@ template <class T>
 struct BlockTranspose<T> {
   static constexpr int64_t V = 32 / sizeof(T);
   typedef T Vec __attribute__((vector_size(32)));
+  // Unaligned, aliasing access as one vector (a memcpy through the stack was split into halves
+  // and reloaded whole: a failed store forward per vector).
+  typedef T Unaligned __attribute__((vector_size(32), aligned(alignof(T)), may_alias));
+  static Vec ld(const T* p) { return *reinterpret_cast<const Unaligned*>(p); }
+  static void st(T* p, Vec v) { *reinterpret_cast<Unaligned*>(p) = v; }
 
   static Vec load(const T* p, int64_t dir) {  // p[0], p[dir], ..., p[(V - 1) * dir]
-    Vec v;
-    std::memcpy(&v, dir > 0 ? p : p - (V - 1), sizeof(Vec));
-    return dir > 0 ? v : reversed(v);
+    return dir > 0 ? ld(p) : reversed(ld(p - (V - 1)));
   }
   static void store(T* p, int64_t dir, Vec v) {
-    if (dir < 0) v = reversed(v);
-    std::memcpy(dir > 0 ? p : p - (V - 1), &v, sizeof(Vec));
+    if (dir > 0) st(p, v); else st(p - (V - 1), reversed(v));
   }
   static Vec reversed(Vec v) {
     if constexpr (V == 8) return __builtin_shufflevector(v, v, 7, 6, 5, 4, 3, 2, 1, 0);
@@ -359,16 +361,27 @@ struct BlockTranspose<T> {
     Vec r[V];
     for (int64_t i = 0; i < V; ++i) r[i] = load(src[i], dir);
     transpose(r);
-    for (int64_t k = 0; k < V; ++k) std::memcpy(dst + k * dst_stride, &r[k], sizeof(Vec));
+    for (int64_t k = 0; k < V; ++k) st(dst + k * dst_stride, r[k]);
   }
   // The inverse: src[k * src_stride + i] into lane i's stretch dst[i][k * dir].
   static void scatter(const T* src, int64_t src_stride, const std::array<T*, V>& dst, int64_t dir) {
     Vec r[V];
-    for (int64_t k = 0; k < V; ++k) std::memcpy(&r[k], src + k * src_stride, sizeof(Vec));
+    for (int64_t k = 0; k < V; ++k) r[k] = ld(src + k * src_stride);
     transpose(r);
     for (int64_t i = 0; i < V; ++i) store(dst[i], dir, r[i]);
   }
 };
+
+// Copies m < 32 elements with fixed-size moves (a runtime-length loop or memcpy call would cost
+// more than the copy).
+template <class T>
+inline void copy_short(const T* src, T* dst, int64_t m) {
+  if (m & 16) { std::memcpy(dst, src, 16 * sizeof(T)); src += 16; dst += 16; }
+  if (m & 8) { std::memcpy(dst, src, 8 * sizeof(T)); src += 8; dst += 8; }
+  if (m & 4) { std::memcpy(dst, src, 4 * sizeof(T)); src += 4; dst += 4; }
+  if (m & 2) { std::memcpy(dst, src, 2 * sizeof(T)); src += 2; dst += 2; }
+  if (m & 1) *dst = *src;
+}
 
 template <class T, size_t L>
 struct SegmentTile {
@@ -470,6 +483,34 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
       }
     }
   };
+  // Lanes j .. j + m - 1 (m < end - j) that are neighbouring columns of one row in every stream
+  // (the same segment of [T, 7]'s seven columns): each step of theirs is m adjacent elements.
+  const auto row_run = [&](const Tile& r, int64_t j, int64_t end) {
+    int64_t m = 1;
+    for (; j + m < end && r.t0[j + m] == r.t0[j] && out_base[r.n[j + m]] == out_base[r.n[j]] + m; ++m) {
+      bool adjacent = true;
+      for (size_t l = 0; l < L; ++l)
+        adjacent = adjacent && leaf_base[r.n[j + m]][l] == leaf_base[r.n[j]][l] + (plan.leaves[l].lane_contiguous ? m : 0);
+      if (!adjacent) break;
+    }
+    return m;
+  };
+  const auto stage_run = [&](Tile& r, int64_t j, int64_t m, int64_t q0, int64_t qn) {
+    const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;  // s0 > 0: y_{s0 - 1} exists
+    for (size_t l = 0; l < L; ++l) {
+      const T* yl = y_ptr[l] + ob;
+      const T* xl = x_ptr[l] + leaf_base[r.n[j]][l];
+      const T* gl = g_ptr[l] ? g_ptr[l] + ob : nullptr;
+      const bool x_lanes = plan.leaves[l].lane_contiguous;
+      for (int64_t qq = 0; qq < qn; ++qq) {
+        copy_short(yl + at(s0 + qq - 1) * step, &r.left[l][qq][j], m);
+        if (x_lanes) copy_short(xl + at(s0 + qq) * x_step[l], &r.right[l][qq][j], m);
+        else std::fill_n(&r.right[l][qq][j], m, xl[at(s0 + qq) * x_step[l]]);
+        if (gl) copy_short(gl + at(s0 + qq) * step, &r.gb[l][qq][j], m);
+        else std::fill_n(&r.gb[l][qq][j], m, T(0));
+      }
+    }
+  };
   const auto prefetch_lane = [&](Tile& r, int64_t j, int64_t q0) {
     const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
     // The next stage's stretch of every stream (the lanes walk VW * L * 4 of them, more than
@@ -538,10 +579,13 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
         stage_block(r, blocked, q0);
       }
     }
-    for (int64_t j = 0; j < VW; ++j) {
-      if (j >= blocked) stage_lane(r, j, q0, qn);
-      prefetch_lane(r, j, q0);
+    for (int64_t j = blocked; j < VW;) {
+      const int64_t m = r.t0[j] + q0 == 0 ? 1 : row_run(r, j, VW);
+      if (m == 1) stage_lane(r, j, q0, qn); else stage_run(r, j, m, q0, qn);
+      j += m;
     }
+    for (int64_t j = 0; j < VW; ++j)
+      if (j == 0 || r.t0[j] != r.t0[j - 1] || r.n[j] != r.n[j - 1] + 1 || j + 1 == VW) prefetch_lane(r, j, q0);
   };
   // Walks a tile's steps from its last to its first, staging Q at a time: lanes(qq) is the lane
   // loop of one step, done(q0, qn) runs after each stage.
@@ -687,12 +731,17 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
             }
           }
         }
+        for (int64_t j = blocked; j < r.w;) {  // runs of a row's neighbouring columns, or lanes
+          const int64_t m = row_run(r, j, r.w), ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
+          for (size_t l = 0; l < L; ++l)
+            if (dx_ptr[l])
+              for (int64_t qq = 0; qq < qn; ++qq) copy_short(&r.d[l][qq][j], dx_ptr[l] + ob + at(s0 + qq) * step, m);
+          j += m;
+        }
         for (int64_t j = 0; j < r.w; ++j) {
-          const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
           for (size_t l = 0; l < L; ++l) {
             if (dx_ptr[l]) {
-              if (j < blocked) continue;
-              for (int64_t qq = 0; qq < qn; ++qq) dx_ptr[l][ob + at(s0 + qq) * step] = r.d[l][qq][j];
+              continue;
             } else if (outs.mode[l] == Outs::Mode::summed) {
               Acc acc = Acc(0);
               for (int64_t qq = 0; qq < qn; ++qq) acc += Acc(r.d[l][qq][j]);
