@@ -323,6 +323,7 @@ TEST_P(ScanLength, MatchesReference) {
     check_add<double>({T}, 0, false, 2);
     check_bicyclic({T}, 0, true, 4);
     check_linrec<float>({T}, {T}, 0, false, 5);
+    check_linrec<double>({T}, {T}, 0, true, 9);
     return;
   }
   for (bool reverse : {false, true}) {
@@ -331,6 +332,8 @@ TEST_P(ScanLength, MatchesReference) {
     check_add<float>({T}, 0, reverse, 3);
     check_bicyclic({T}, 0, reverse, 4);
     check_linrec<float>({T}, {T}, 0, reverse, 5);
+    check_linrec<double>({T}, {T}, 0, reverse, 9);  // one sequence, two leaves of one float type:
+                                                    // segments as vector lanes (4 or 8 wide)
     if (T > 1000) continue;
     // The same lengths inside other layouts: lanes after the scan dim, columns before it.
     check_bicyclic({T, 5}, 0, reverse, 6);
@@ -487,6 +490,26 @@ TEST(ScanPointwiseOut, OutputsMayAliasOtherInputsOfTheirShape) {
   ascan::associative_scan(bicyclic, std::tuple{a, b}, 1, {}, std::tie(b, a));
   EXPECT_TRUE(ref::exact(b, r.leaves[0], r.shape));
   EXPECT_TRUE(ref::exact(a, r.leaves[1], r.shape));
+}
+
+// The same in float32 for one long sequence (its segments scanned as vector lanes, read and
+// written back in transposed blocks) and for rows of 7 lanes (chunks of 4, 2 and 1 lanes): the
+// bicyclic monoid on small integers is exact in float.
+TEST(ScanPointwiseOut, SwappedOutputsInFloat) {
+  for (const Shape& shape : {Shape{70001}, Shape{10001, 7}}) {
+    for (bool reverse : {false, true}) {
+      auto a = Tensor<float>::random(shape, 3, 0, 3), b = Tensor<float>::random(shape, 4, 0, 3);
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        a.data()[i] = std::floor(a.data()[i]);
+        b.data()[i] = std::floor(b.data()[i]);
+      }
+      using E = std::tuple<double, double>;
+      const auto r = ref::pointwise<E, double>(bicyclic, {ref::leaf<double>(a), ref::leaf<double>(b)}, 0, reverse);
+      ascan::associative_scan(bicyclic, std::tuple{a, b}, 0, direction(reverse), std::tie(b, a));
+      EXPECT_TRUE(ref::exact(b, r.leaves[0], r.shape)) << ref::str(shape) << " reverse " << reverse;
+      EXPECT_TRUE(ref::exact(a, r.leaves[1], r.shape)) << ref::str(shape) << " reverse " << reverse;
+    }
+  }
 }
 
 // A training loop: after the first call, reused outputs and the caching allocator mean no

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "ascan/config.hpp"
+#include "ascan/detail/block_transpose.hpp"
 #include "ascan/detail/scan_plan.hpp"
 #include "ascan/detail/tree.hpp"
 #include "ascan/parallel.hpp"
@@ -101,6 +102,11 @@ class PointwiseRunner {
   using Access = ElemAccess<X, 0>;
   static constexpr size_t L = Node::num_leaves;
   using Steps = std::array<int64_t, L>;
+  using Leaf0 = std::remove_pointer_t<std::tuple_element_t<0, Ptrs>>;
+  using BT = BlockTranspose<Leaf0>;
+  static constexpr bool kSameLeaves = []<size_t... I>(std::index_sequence<I...>) {
+    return (std::is_same_v<std::tuple_element_t<I, Ptrs>, Leaf0*> && ...);
+  }(std::make_index_sequence<L>{});
 
  public:
   PointwiseRunner(const F& f, const typename Node::Flat& xs, const typename Node::Flat& ys,
@@ -142,6 +148,11 @@ class PointwiseRunner {
       gather_[I] = !leaf.lane_contiguous || (bundle_ > 1 && bundle_stride_[I] != plan.run);
       any_gather_ = any_gather_ || gather_[I];
     });
+    // One sequence per group, several leaves, every stream contiguous along the scan, one float
+    // or double type: the block's segments are scanned as vector lanes (scan_sequences_blocked).
+    // A single leaf keeps its 8 scalar chains, which measured as fast or faster.
+    blocked_sequences_ = L > 1 && kSameLeaves && BT::V > 0 && (y_step_ == 1 || y_step_ == -1);
+    for (size_t l = 0; l < L; ++l) blocked_sequences_ = blocked_sequences_ && (x_step_[l] == 1 || x_step_[l] == -1);
     rows_ = std::clamp<int64_t>(kBlockBytes / (group_lanes_ * bytes_per_lane_row), 1, std::max<int64_t>(T_, 1));
     num_blocks_ = (T_ + rows_ - 1) / rows_;
     const int64_t num_groups = bundle_ > 1 ? plan.num_columns / line_extent_ * bundles_per_line_
@@ -219,7 +230,11 @@ class PointwiseRunner {
     const int64_t s0 = b * rows_, s1 = std::min(T_, s0 + rows_);
     int num_segments = 1;
     int64_t seg = s1 - s0;
-    if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows) {
+    if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows && blocked_sequences_) {
+      num_segments = static_cast<int>(BT::V);
+      seg = segment_rows(s1 - s0, num_segments, g.w);
+      scan_sequences_blocked(g, s0, s1, seg);
+    } else if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows) {
       num_segments = 8;
       seg = segment_rows(s1 - s0, 8, g.w);
       scan_sequences<8>(g, s0, s1, seg);
@@ -332,6 +347,63 @@ class PointwiseRunner {
     }
   }
 
+  // Local scans of V segments of one sequence (V = 8 floats or 4 doubles) as vector lanes: V
+  // steps of every segment are loaded and transposed in registers, f runs across the segments
+  // (a loop the compiler vectorises), and the results go back transposed. With one chain per
+  // segment in scalar code, the pointers of 8 segments x 4 streams did not fit in registers.
+  void scan_sequences_blocked(const Group& g, int64_t s0, int64_t s1, int64_t seg) {
+    if constexpr (BT::V > 0 && kSameLeaves) {
+      constexpr int64_t V = BT::V;
+      using Vec = typename BT::Vec;
+      LocalLanes<Ptrs, V> acc;
+      std::array<LocalLanes<Ptrs, V>, V> rows;  // rows[q]: step q of the chunk across segments
+      std::array<Ptrs, V> xb, yb;
+      for (int64_t k = 0; k < V; ++k) {
+        xb[k] = x_row(g, s0 + k * seg);
+        yb[k] = y_row(g, s0 + k * seg);
+        // Every leaf is read before any is written: an output may be another leaf's input.
+        static_for<L>([&](auto I) { std::get<I>(acc.v)[k] = std::get<I>(xb[k])[0]; });
+        static_for<L>([&](auto I) { std::get<I>(yb[k])[0] = std::get<I>(acc.v)[k]; });
+      }
+      const auto combine = [&](const Ptrs& a, const Ptrs& b) {
+#pragma GCC ivdep
+        for (int64_t j = 0; j < V; ++j) Access::store(a, j, to_elem<Elem>(f_(Access::load(a, j), Access::load(b, j))));
+      };
+      int64_t s = 1;
+      for (; s + V <= seg; s += V) {
+        static_for<L>([&](auto I) {
+          Vec r[V];
+          for (int64_t k = 0; k < V; ++k) r[k] = BT::load(std::get<I>(xb[k]) + s * x_step_[I], x_step_[I]);
+          BT::transpose(r);
+          for (int64_t q = 0; q < V; ++q) BT::st(std::get<I>(rows[q].v).data(), r[q]);
+        });
+        const Ptrs a = acc.ptrs();
+        for (int64_t q = 0; q < V; ++q) {
+          combine(a, rows[q].ptrs());
+          static_for<L>([&](auto I) { BT::st(std::get<I>(rows[q].v).data(), BT::ld(std::get<I>(acc.v).data())); });
+        }
+        static_for<L>([&](auto I) {
+          Vec r[V];
+          for (int64_t q = 0; q < V; ++q) r[q] = BT::ld(std::get<I>(rows[q].v).data());
+          BT::transpose(r);
+          for (int64_t k = 0; k < V; ++k) BT::store(std::get<I>(yb[k]) + s * y_step_, y_step_, r[k]);
+        });
+      }
+      // The segments' last steps (fewer than V), then the last segment's remainder.
+      const Ptrs a = acc.ptrs();
+      const auto scalar_step = [&](int64_t k, int64_t t) {
+        Steps off;
+        static_for<L>([&](auto I) { off[I] = t * x_step_[I]; });
+        const Elem e = to_elem<Elem>(f_(Access::load(a, k), Access::load_at(xb[k], off)));
+        Access::store(a, k, e);
+        Access::store(yb[k], t * y_step_, e);
+      };
+      for (; s < seg; ++s)
+        for (int64_t k = 0; k < V; ++k) scalar_step(k, s);
+      for (int64_t t = seg; t < s1 - s0 - (V - 1) * seg; ++t) scalar_step(V - 1, t);
+    }
+  }
+
   // Local scans of K segments of w < kNarrowLanes lanes (all leaves contiguous over them). A
   // row loop of a runtime w that short stays scalar and keeps the accumulator in memory (a
   // store-to-load round trip per step), so the lanes are cut into chunks of compile-time width
@@ -362,7 +434,11 @@ class PointwiseRunner {
         std::get<I>(x[k]) += j0;
         std::get<I>(y[k]) += j0;
         auto& a = std::get<I>(acc[k].v);
-        for (int j = 0; j < W; ++j) std::get<I>(y[k])[j] = a[j] = std::get<I>(x[k])[j];
+        for (int j = 0; j < W; ++j) a[j] = std::get<I>(x[k])[j];
+      });
+      static_for<L>([&](auto I) {  // after all reads: an output may be another leaf's input
+        const auto& a = std::get<I>(acc[k].v);
+        for (int j = 0; j < W; ++j) std::get<I>(y[k])[j] = a[j];
       });
     });
     const auto step = [&](auto k) {
@@ -503,6 +579,7 @@ class PointwiseRunner {
   Steps bundle_stride_{};        // a leaf's stride between the columns of a bundle
   std::array<bool, L> gather_{};  // leaf rows are gathered into lanes (see lanes_of)
   bool any_gather_ = false;
+  bool blocked_sequences_ = false;
   std::atomic<uint8_t>* done_ = nullptr;
   std::atomic<bool> failed_{false};
 };
