@@ -388,6 +388,7 @@ TEST(ScanPointwiseBroadcast, LengthOneLeafAlongTheScanDim) {
     check_linrec<double>({1, 6}, {200, 6}, 0, reverse, 1);  // one decay per column
     check_linrec<float>({1}, {3000}, 0, reverse, 2);        // one decay for the whole sequence
     check_linrec<double>({3, 1, 4}, {3, 500, 4}, 1, reverse, 3);
+    check_linrec<float>({1, 1}, {3000, 7}, 0, reverse, 4);  // a discount γ over narrow rows
   }
 }
 
@@ -396,6 +397,7 @@ TEST(ScanPointwiseBroadcast, DecayBroadcastOverTheInnerDim) {
     check_linrec<float>({2, 50, 3, 1}, {2, 50, 3, 8}, 1, reverse, 1);
     check_linrec<double>({2, 1500, 4, 1}, {2, 1500, 4, 16}, 1, reverse, 2);  // large: on the pool
     check_linrec<double>({1, 50, 1, 8}, {2, 50, 3, 8}, 1, reverse, 3);       // stretched outside the lanes
+    check_linrec<double>({3000, 1}, {3000, 5}, 0, reverse, 4);                 // narrow rows, one decay per row
   }
 }
 

@@ -13,6 +13,9 @@
 // per 4 cycles; 8 chains at ~2 per cycle); segment k is then fixed up with the prefix of
 // segments < k in a vectorisable pass. Wide groups get the same overlap from their lanes: f runs
 // over a row of lanes in a loop the compiler vectorises, the previous output row as accumulator.
+// Rows narrower than 16 lanes are scanned in chunks of 8, 4, 2 and 1 lanes with accumulators in
+// registers, and one sequence of several float or double leaves scans its segments as vector
+// lanes through register transposes.
 #pragma once
 
 #include <algorithm>
@@ -39,9 +42,9 @@ namespace ascan::detail {
 inline constexpr int64_t kMaxLanes = 256;            // accumulator tile per column group
 inline constexpr int64_t kBlockBytes = 96 << 10;     // inputs + outputs of one block (L2-resident)
 inline constexpr int64_t kParallelMinElements = 1 << 15;  // below this, no thread hand-off
-inline constexpr int64_t kMinSegmentRows = 16;
-inline constexpr int64_t kNarrowLanes = 16;
-inline constexpr int64_t kPrefetchSteps = 128;       // software prefetch distance of the blocked scan          // narrower groups scan in fixed-width chunks       // shorter blocks are not cut into segments
+inline constexpr int64_t kMinSegmentRows = 16;       // shorter blocks are not cut into segments
+inline constexpr int64_t kNarrowLanes = 16;          // narrower groups scan in fixed-width chunks
+inline constexpr int64_t kPrefetchSteps = 128;       // software prefetch distance of the blocked scan
 inline constexpr int kSpinsBeforeYield = 64;          // ~1-2 us of pause before yielding the core
 
 template <size_t N, class Fn>
@@ -239,7 +242,7 @@ class PointwiseRunner {
       num_segments = 8;
       seg = segment_rows(s1 - s0, 8, g.w);
       scan_sequences<8>(g, s0, s1, seg);
-    } else if (g.w < kNarrowLanes && g.w > 1 && !any_gather_ && s1 - s0 >= 2 * kMinSegmentRows) {
+    } else if (g.w < kNarrowLanes && g.w > 1 && bundle_ == 1 && s1 - s0 >= 2 * kMinSegmentRows) {
       // Two chains overlap f's latency; more spill the chunks' accumulators out of registers.
       num_segments = 2;
       seg = segment_rows(s1 - s0, 2, g.w);
@@ -250,7 +253,7 @@ class PointwiseRunner {
       scan_lanes<4>(g, s0, s1, seg);
     } else if (g.w == 1) {
       scan_sequences<1>(g, s0, s1, seg);
-    } else if (g.w < kNarrowLanes && !any_gather_) {
+    } else if (g.w < kNarrowLanes && bundle_ == 1) {
       scan_narrow<1>(g, s0, s1, seg);
     } else {
       scan_lanes<1>(g, s0, s1, seg);
@@ -411,7 +414,8 @@ class PointwiseRunner {
     }
   }
 
-  // Local scans of K segments of w < kNarrowLanes lanes (all leaves contiguous over them). A
+  // Local scans of K segments of w < kNarrowLanes lanes of one column (a leaf is contiguous over
+  // them or constant, as a decay broadcast over the lanes). A
   // row loop of a runtime w that short stays scalar and keeps the accumulator in memory (a
   // store-to-load round trip per step), so the lanes are cut into chunks of compile-time width
   // 8, 4, 2, 1 (the bits of w), each scanned with its accumulators in registers.
@@ -438,10 +442,11 @@ class PointwiseRunner {
       x[k] = x_row(g, s0 + k * seg);
       y[k] = y_row(g, s0 + k * seg);
       static_for<L>([&](auto I) {
-        std::get<I>(x[k]) += j0;
+        const bool lanes = plan_.leaves[I].lane_contiguous;
+        if (lanes) std::get<I>(x[k]) += j0;
         std::get<I>(y[k]) += j0;
         auto& a = std::get<I>(acc[k].v);
-        for (int j = 0; j < W; ++j) a[j] = std::get<I>(x[k])[j];
+        for (int j = 0; j < W; ++j) a[j] = std::get<I>(x[k])[lanes ? j : 0];
       });
       static_for<L>([&](auto I) {  // after all reads: an output may be another leaf's input
         const auto& a = std::get<I>(acc[k].v);
@@ -453,7 +458,12 @@ class PointwiseRunner {
         std::get<I>(x[k]) += x_step_[I];
         std::get<I>(y[k]) += y_step_;
         auto& v = std::get<I>(in.v);
-        static_for<W>([&](auto j) { v[j] = std::get<I>(x[k])[j]; });
+        if (plan_.leaves[I].lane_contiguous) {
+          static_for<W>([&](auto j) { v[j] = std::get<I>(x[k])[j]; });
+        } else {
+          const auto c = std::get<I>(x[k])[0];
+          static_for<W>([&](auto j) { v[j] = c; });
+        }
       });
       // All loads, then all combines, then all stores: y may alias x, so interleaved they
       // could not be grouped into vectors.
