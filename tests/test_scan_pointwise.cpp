@@ -365,9 +365,9 @@ INSTANTIATE_TEST_SUITE_P(Sizes, ScanLength,
 // [T, inner] layouts: rows narrower than 16 lanes are scanned in chunks of 8, 4, 2 and 1 lanes
 // (the bits of inner: 2, 3 = 2+1, 5 = 4+1, 7 = 4+2+1, 9 = 8+1, 15 = 8+4+2+1); 16 (the narrowest
 // row scanned as one lane loop), 256 (one full lane group), 300 (more than 256: two lane groups,
-// the second partial); T = 2000 rows make dozens of row
-// blocks (each about an L2's worth of bytes) that chain their prefixes one after another (500
-// rows, still ten or more blocks, in sanitizer builds).
+// the second partial); T = 2000 rows make dozens of row blocks (each about an L2's worth of
+// bytes) that chain their prefixes one after another (500 rows, still ten or more blocks, in
+// sanitizer builds).
 class ScanLanes : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(ScanLanes, MatchesReference) {
@@ -397,7 +397,7 @@ TEST(ScanPointwiseBroadcast, DecayBroadcastOverTheInnerDim) {
     check_linrec<float>({2, 50, 3, 1}, {2, 50, 3, 8}, 1, reverse, 1);
     check_linrec<double>({2, 1500, 4, 1}, {2, 1500, 4, 16}, 1, reverse, 2);  // large: on the pool
     check_linrec<double>({1, 50, 1, 8}, {2, 50, 3, 8}, 1, reverse, 3);       // stretched outside the lanes
-    check_linrec<double>({3000, 1}, {3000, 5}, 0, reverse, 4);                 // narrow rows, one decay per row
+    check_linrec<double>({3000, 1}, {3000, 5}, 0, reverse, 4);             // narrow rows, one decay per row
   }
 }
 
