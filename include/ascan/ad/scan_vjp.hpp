@@ -393,29 +393,10 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
       }
     }
   };
-  // Stages steps q0 .. q0 + qn - 1 (relative to each lane's t0) of the tile's lanes.
   const int64_t dir = reverse ? -1 : 1;  // index step per scan step
-  const auto stage_lane = [&](Tile& r, int64_t j, int64_t q0, int64_t qn) {
-    const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
-    // Step s reads y at index at(s - 1); step 0 has no y_{-1} and reads y_0 (its A is unused).
-    const int64_t q_first = s0 == 0 ? 1 : 0;
-    for (size_t l = 0; l < L; ++l) {
-      const int64_t ys_step = dir * step, xs_step = dir * x_step[l];
-      const T* yl = y_ptr[l] + ob + at(s0) * step;  // y at index at(s0 + qq - 1): yl[(qq - 1) * ys_step]
-      const T* xl = x_ptr[l] + leaf_base[r.n[j]][l] + at(s0) * x_step[l];
-      if (q_first == 1) r.left[l][0][j] = yl[0];
-      for (int64_t qq = q_first; qq < qn; ++qq) r.left[l][qq][j] = yl[(qq - 1) * ys_step];
-      for (int64_t qq = 0; qq < qn; ++qq) r.right[l][qq][j] = xl[qq * xs_step];
-      if (g_ptr[l]) {
-        const T* gl = g_ptr[l] + ob + at(s0) * step;
-        for (int64_t qq = 0; qq < qn; ++qq) r.gb[l][qq][j] = gl[qq * ys_step];
-      } else {
-        for (int64_t qq = 0; qq < qn; ++qq) r.gb[l][qq][j] = T(0);
-      }
-    }
-  };
-  // Lanes j .. j + m - 1 (m < end - j) that are neighbouring columns of one row in every stream
-  // (the same segment of [T, 7]'s seven columns): each step of theirs is m adjacent elements.
+  // Lanes j .. j + m - 1 (m <= end - j) that are neighbouring columns of one row in every stream
+  // (the same segment of [T, 7]'s seven columns): each step of theirs is m adjacent elements. A
+  // lane without such neighbours is a run of one.
   const auto row_run = [&](const Tile& r, int64_t j, int64_t end) {
     int64_t m = 1;
     for (; j + m < end && r.t0[j + m] == r.t0[j] && out_base[r.n[j + m]] == out_base[r.n[j]] + m; ++m) {
@@ -426,15 +407,17 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
     }
     return m;
   };
+  // Stages steps q0 .. q0 + qn - 1 (relative to the lanes' t0) of a run of m lanes.
   const auto stage_run = [&](Tile& r, int64_t j, int64_t m, int64_t q0, int64_t qn) {
-    const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;  // s0 > 0: y_{s0 - 1} exists
+    const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
     for (size_t l = 0; l < L; ++l) {
       const T* yl = y_ptr[l] + ob;
       const T* xl = x_ptr[l] + leaf_base[r.n[j]][l];
       const T* gl = g_ptr[l] ? g_ptr[l] + ob : nullptr;
       const bool x_lanes = plan.leaves[l].lane_contiguous;
       for (int64_t qq = 0; qq < qn; ++qq) {
-        copy_short(yl + at(s0 + qq - 1) * step, &r.left[l][qq][j], m);
+        // Step s reads y at index at(s - 1); step 0 has no y_{-1} and reads y_0 (its A is unused).
+        copy_short(yl + at(std::max<int64_t>(s0 + qq - 1, 0)) * step, &r.left[l][qq][j], m);
         if (x_lanes) copy_short(xl + at(s0 + qq) * x_step[l], &r.right[l][qq][j], m);
         else std::fill_n(&r.right[l][qq][j], m, xl[at(s0 + qq) * x_step[l]]);
         if (gl) copy_short(gl + at(s0 + qq) * step, &r.gb[l][qq][j], m);
@@ -500,6 +483,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
       }
     }
   };
+  // Stages steps q0 .. q0 + qn - 1 (relative to each lane's t0) of the tile's lanes.
   const auto stage = [&](Tile& r, int64_t q0, int64_t qn) {
     int64_t blocked = 0;  // lanes [0, blocked) staged by blocks
     if (unit_steps && qn == Q) {
@@ -511,8 +495,8 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
       }
     }
     for (int64_t j = blocked; j < VW;) {
-      const int64_t m = r.t0[j] + q0 == 0 ? 1 : row_run(r, j, VW);
-      if (m == 1) stage_lane(r, j, q0, qn); else stage_run(r, j, m, q0, qn);
+      const int64_t m = row_run(r, j, VW);
+      stage_run(r, j, m, q0, qn);
       j += m;
     }
     for (int64_t j = 0; j < VW; ++j)
@@ -669,17 +653,13 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
               for (int64_t qq = 0; qq < qn; ++qq) copy_short(&r.d[l][qq][j], dx_ptr[l] + ob + at(s0 + qq) * step, m);
           j += m;
         }
-        for (int64_t j = 0; j < r.w; ++j) {
+        for (int64_t j = 0; j < r.w; ++j)
           for (size_t l = 0; l < L; ++l) {
-            if (dx_ptr[l]) {
-              continue;
-            } else if (outs.mode[l] == Outs::Mode::summed) {
-              Acc acc = Acc(0);
-              for (int64_t qq = 0; qq < qn; ++qq) acc += Acc(r.d[l][qq][j]);
-              sums[r.v[j] * L + l] += acc;
-            }
+            if (outs.mode[l] != Outs::Mode::summed) continue;
+            Acc acc = Acc(0);
+            for (int64_t qq = 0; qq < qn; ++qq) acc += Acc(r.d[l][qq][j]);
+            sums[r.v[j] * L + l] += acc;
           }
-        }
       });
     }
   });

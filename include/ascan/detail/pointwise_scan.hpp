@@ -418,7 +418,8 @@ class PointwiseRunner {
   // them or constant, as a decay broadcast over the lanes). A
   // row loop of a runtime w that short stays scalar and keeps the accumulator in memory (a
   // store-to-load round trip per step), so the lanes are cut into chunks of compile-time width
-  // 8, 4, 2, 1 (the bits of w), each scanned with its accumulators in registers.
+  // 8, 4, 2, 1 (the bits of w), each scanned with its accumulators in registers, one sweep over
+  // the (L2-resident) block per chunk, which keeps few accumulators live at a time.
   template <int K>
   void scan_narrow(const Group& g, int64_t s0, int64_t s1, int64_t seg) {
     int64_t j0 = 0;
@@ -433,8 +434,9 @@ class PointwiseRunner {
 
   template <int K, int W>
   void scan_chunk(const Group& g, int64_t j0, int64_t s0, int64_t s1, int64_t seg) {
-    // Accumulators and inputs are kept leaf by leaf (arrays of W per leaf, like the tensors),
-    // so the combine over the W lanes groups into vector instructions.
+    // Accumulators and inputs are kept leaf by leaf (arrays of W per leaf, like the tensors), so
+    // the combine over the W lanes can group into vector instructions (it does for add; the
+    // linear recurrence stays scalar).
     std::array<LocalLanes<Ptrs, W>, K> acc;
     LocalLanes<Ptrs, W> in;
     std::array<Ptrs, K> x, y;
