@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # gpu-check.sh — builds and runs the CUDA tests and device benchmarks on a GPU machine.
 #   scripts/gpu-check.sh [results-dir]     (default gpu-results/; CUDA_ARCH=90 unless set)
+# PREBUILT=1 runs the binaries already in $BUILD_DIR (built elsewhere, e.g. with
+# -DASCAN_NATIVE=OFF and -static-libstdc++ for a machine without the -dev packages) instead of
+# configuring and building; RUNNER is put before each binary (a loader with --library-path, say);
+# SANITIZE=1 also runs test_cuda_scan under compute-sanitizer memcheck.
 # Writes the configure/build logs, the test output, bench JSON + console output and a summary
 # (forward and gradient GB/s against the copy roof at 2^28, gradient/forward time ratios) there.
 # Without a GPU the tests skip themselves and the benchmarks report "no CUDA device visible".
@@ -13,30 +17,35 @@ build="${BUILD_DIR:-build-gpu}"
 arch="${CUDA_ARCH:-90}"
 jobs="$(nproc)"
 [[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="$PATH:/usr/local/cuda/bin"
-command -v nvcc >/dev/null || { echo "gpu-check: nvcc not found" | tee "$out/summary.txt"; exit 1; }
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || echo "gpu-check: nvidia-smi failed (no GPU visible?)"
 
 step() { echo "== $*"; }
-step "configure ($build, sm_$arch)"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-      -DASCAN_BUILD_TESTS=ON -DASCAN_BUILD_BENCH=ON -DASCAN_BUILD_EXAMPLES=OFF > "$out/configure.log" 2>&1 \
-  || { tail -20 "$out/configure.log"; exit 1; }
-step "build CUDA targets (-j$jobs)"
 tests=(test_cuda_device test_cuda_engines test_cuda_errors test_cuda_scan test_cuda_scan_ops test_cuda_scan_vjp)
-start=$SECONDS
-cmake --build "$build" -j"$jobs" --target ascan_cuda_checks > "$out/build.log" 2>&1 \
-  || { tail -40 "$out/build.log"; exit 1; }
-echo "   built in $((SECONDS - start)) s"
+if [[ "${PREBUILT:-0}" == 1 ]]; then
+  step "prebuilt binaries in $build"
+  for t in "${tests[@]}"; do [[ -x "$build/tests/cuda/$t" ]] || { echo "missing $build/tests/cuda/$t"; exit 1; }; done
+else
+  command -v nvcc >/dev/null || { echo "gpu-check: nvcc not found" | tee "$out/summary.txt"; exit 1; }
+  step "configure ($build, sm_$arch)"
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+        -DASCAN_BUILD_TESTS=ON -DASCAN_BUILD_BENCH=ON -DASCAN_BUILD_EXAMPLES=OFF > "$out/configure.log" 2>&1 \
+    || { tail -20 "$out/configure.log"; exit 1; }
+  step "build CUDA targets (-j$jobs)"
+  start=$SECONDS
+  cmake --build "$build" -j"$jobs" --target ascan_cuda_checks > "$out/build.log" 2>&1 \
+    || { tail -40 "$out/build.log"; exit 1; }
+  echo "   built in $((SECONDS - start)) s"
+fi
 
 step "tests"
 status=0
 for t in "${tests[@]}"; do
-  "$build/tests/cuda/$t" --gtest_brief=0 > "$out/$t.txt" 2>&1 || status=1
+  ${RUNNER:-} "$build/tests/cuda/$t" --gtest_brief=0 > "$out/$t.txt" 2>&1 || status=1
   printf '   %-22s %s\n' "$t" "$(grep -E '^\[  (PASSED|FAILED) ' "$out/$t.txt" | tr '\n' ' ')$(grep -cE '^\[  SKIPPED \] [A-Za-z]+\.[A-Za-z]+ \(' "$out/$t.txt") skipped"
 done
 
 step "benchmarks"
-"$build/bench/bench_cuda" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+${RUNNER:-} "$build/bench/bench_cuda" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
   --benchmark_min_time=0.05 --benchmark_out="$out/bench_cuda.json" --benchmark_out_format=json \
   > "$out/bench_cuda.txt" 2>&1 || status=1
 tail -5 "$out/bench_cuda.txt"
@@ -69,5 +78,12 @@ t = gbs("thrust/add/1d/28")
 if t: print(f"{'thrust inclusive_scan':<28}{t:>8.0f}{t / gbs('copy/add/1d/28'):>8.2f}")
 PY
 cat "$out/summary.txt"
+
+if [[ "${SANITIZE:-0}" == 1 ]] && command -v compute-sanitizer >/dev/null; then
+  step "compute-sanitizer memcheck (test_cuda_scan)"
+  timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool memcheck --error-exitcode 1 "$build/tests/cuda/test_cuda_scan" \
+    > "$out/memcheck.txt" 2>&1 || status=1
+  tail -3 "$out/memcheck.txt"
+fi
 echo "results in $out"
 exit $status

@@ -17,7 +17,8 @@ using ascan::Shape;
 using ascan::Tensor;
 
 // The DeviceEngine interface, run sequentially: a by-key scan restarts every seg_len positions
-// (CUB's equality of RowKey), lanes run the same three chunk phases, index work runs in order.
+// (CUB's equality of RowKey), lanes run the same three chunk phases (the carries by
+// this by-key scan), index work runs in order.
 struct HostEngine {
   template <class Io, class Op>
   static void scan(const Io& io, const Op& op, int64_t n, int64_t seg_len, const char*) {
@@ -37,8 +38,7 @@ struct HostEngine {
     const int64_t lanes = lay.lanes();
     std::vector<E> totals(static_cast<size_t>(lanes * (lay.chunks - 1)));
     for (int64_t id = 0; id < lanes * (lay.chunks - 1); ++id) cd::chunk_total_at(ptrs, op, lay, totals.data(), id);
-    for (int64_t lane = 0; lane < lanes && lay.chunks > 1; ++lane)
-      cd::chunk_carry_at(op, lanes, lay.chunks, totals.data(), lane);
+    if (lay.chunks > 1) scan(cd::TotalsIo<E>{totals.data()}, op, lanes * (lay.chunks - 1), lay.chunks - 1, "");
     for (int64_t id = 0; id < lanes * lay.chunks; ++id) cd::chunk_scan_at(ptrs, op, lay, totals.data(), id);
   }
   template <class Fn>

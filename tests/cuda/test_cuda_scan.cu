@@ -85,6 +85,14 @@ TEST(CudaScan, LargeTwoDimensional) {
   expect_parity(ascan::add, Tensor<int32_t>::random({4096, 256}, 11, -100, 100), 0, false);   // chunked lanes
   expect_parity(ascan::add, Tensor<int32_t>::random({1 << 18, 4}, 12, -100, 100), 0, true);   // packed, long
   expect_parity(ascan::add, Tensor<int32_t>::random({256, 4096}, 13, -100, 100), 1, false);   // by key, long rows
+  // Few lanes, thousands of chunks each: the chunk carries' by-key scan runs over several tiles
+  // per lane; the linear recurrence checks that carries compose in scan order.
+  for (bool reverse : {false, true}) {
+    expect_parity(ascan::add, Tensor<int32_t>::random({100000, 9}, 14, -100, 100), 0, reverse);
+    const auto a = Tensor<float>::random({30000, 9}, 15, 0.9f, 1.0f);
+    const auto b = Tensor<float>::random({30000, 9}, 16, -1.0f, 1.0f);
+    expect_parity2(ascan::linear_recurrence, a, b, 0, reverse, {.rtol = 1e-3, .atol = 1e-3});
+  }
 }
 
 // Outputs are fresh tensors; the inputs are left untouched.

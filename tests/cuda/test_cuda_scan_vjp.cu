@@ -28,6 +28,7 @@ const std::vector<Layout> kLayouts = {
     {{6, 300}, -1},       // rows: by-key adjoint scan
     {{3, 50, 5}, 1},      // few lanes: the lane engine over affine elements
     {{2, 3000, 20}, 1},   // few lanes, long axis: the lane engine, chunked
+    {{20000, 7}, 0},      // 7 lanes, 625 chunks each: the carries' by-key scan spans CUB tiles
     {{2, 1 << 18}, 0},    // enough lanes for the one-thread-per-lane backward sweep
     {{3, 1, 4}, 1},       // T = 1: the gradient is the cotangent
     {{3, 0, 4}, 1},       // T = 0: empty

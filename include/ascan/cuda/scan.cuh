@@ -149,6 +149,13 @@ std::tuple<DeviceTensor<Ts>...> scan_tuple(const Fn& f, const std::tuple<const D
     }(seq);
     return ys;
   }
+  if constexpr (sizeof...(Ts) == 1) {
+    if (v.inner == 1 && !reverse) {  // contiguous rows in order: CUB's vectorised pointer loads
+      const ElemOp<Fn, Ts...> op{f};
+      cub_scan_iters(std::get<0>(xs).data(), std::get<0>(ys).data(), op, v.outer * v.length, v.length, kScanName);
+      return ys;
+    }
+  }
   scan_leaves<DeviceEngine>(f, leaf_ptrs(xs, ys, seq), v, reverse);
   return ys;
 }

@@ -126,10 +126,8 @@ struct LoadOf {
 
 // n positions in segments of seg_len: one CUB single-pass (decoupled look-back) scan, by key
 // when there is more than one segment. Temporary storage comes from the pooled allocator.
-template <class Io, class Op>
-void cub_scan(const Io& io, const Op& op, int64_t n, int64_t seg_len, const char* where) {
-  auto in = thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), LoadOf<Io>{io});
-  auto out = thrust::make_tabulate_output_iterator(StoreOf<Io>{io});
+template <class In, class Out, class Op>
+void cub_scan_iters(In in, Out out, const Op& op, int64_t n, int64_t seg_len, const char* where) {
   size_t bytes = 0;
   if (seg_len >= n) {
     ASCAN_CUDA_CHECK(cub::DeviceScan::InclusiveScan(nullptr, bytes, in, out, op, n));
@@ -146,6 +144,13 @@ void cub_scan(const Io& io, const Op& op, int64_t n, int64_t seg_len, const char
     ASCAN_CUDA_CHECK(err);
   }
   ASCAN_CUDA_CHECK(cudaGetLastError());
+}
+
+// The same over an Io functor: position k is loaded as io(k) and stored by io(k, value).
+template <class Io, class Op>
+void cub_scan(const Io& io, const Op& op, int64_t n, int64_t seg_len, const char* where) {
+  cub_scan_iters(thrust::make_transform_iterator(thrust::counting_iterator<int64_t>(0), LoadOf<Io>{io}),
+                 thrust::make_tabulate_output_iterator(StoreOf<Io>{io}), op, n, seg_len, where);
 }
 
 // ---- wide layouts: one thread per (lane, chunk), lanes fastest so accesses coalesce ---------
@@ -170,7 +175,16 @@ inline constexpr int kLaneThreads = 256;
 // The kernels' bodies are ASCAN_HD functions of the thread id, so tests can run the exact same
 // code sequentially on the host (the engines are then checked without a GPU).
 
-// Phase 1 (chunks > 1): the combined value of each chunk but the last; id = c * lanes + lane.
+// Chunk totals are stored lane-major, totals[lane * (chunks - 1) + c], so phase 2 is one by-key
+// scan over runs of chunks - 1 (a sequential pass per lane serialised thousands of dependent
+// global-memory round trips when lanes are few and chunks many: [T, 7] gradients ran 10-30x
+// slower than the forward).
+ASCAN_HD inline int64_t total_slot(const LaneLayout& lay, int64_t lane, int64_t c) {
+  return lane * (lay.chunks - 1) + c;
+}
+
+// Phase 1 (chunks > 1): the combined value of each chunk but the last; id = c * lanes + lane
+// (neighbouring threads read neighbouring lanes).
 template <class Ptrs, class Op, class E>
 ASCAN_HD void chunk_total_at(const Ptrs& ptrs, const Op& op, const LaneLayout& lay, E* totals, int64_t id) {
   const int64_t lanes = lay.lanes();
@@ -178,15 +192,17 @@ ASCAN_HD void chunk_total_at(const Ptrs& ptrs, const Op& op, const LaneLayout& l
   const int64_t s0 = c * lay.chunk_len, s1 = s0 + lay.chunk_len;  // never past T: not the last chunk
   E acc = ptrs.load(lay.at(lane, s0));
   for (int64_t s = s0 + 1; s < s1; ++s) acc = op(acc, ptrs.load(lay.at(lane, s)));
-  totals[id] = acc;
+  totals[total_slot(lay, lane, c)] = acc;
 }
 
-// Phase 2: per lane, totals[c] becomes the combined value of chunks 0..c (the carry into c + 1).
-template <class Op, class E>
-ASCAN_HD void chunk_carry_at(const Op& op, int64_t lanes, int64_t chunks, E* totals, int64_t lane) {
-  for (int64_t c = 1; c + 1 < chunks; ++c)
-    totals[c * lanes + lane] = op(totals[(c - 1) * lanes + lane], totals[c * lanes + lane]);
-}
+// Phase 2 reads and writes the totals in place through this Io: per lane, total c becomes the
+// combined value of chunks 0..c (the carry into chunk c + 1).
+template <class E>
+struct TotalsIo {
+  E* totals;
+  ASCAN_HD E operator()(int64_t k) const { return totals[k]; }
+  ASCAN_HD void operator()(int64_t k, const E& e) const { totals[k] = e; }
+};
 
 // Phase 3: each chunk scanned sequentially, starting from its carry; id = c * lanes + lane.
 template <class Ptrs, class Op, class E>
@@ -196,7 +212,7 @@ ASCAN_HD void chunk_scan_at(const Ptrs& ptrs, const Op& op, const LaneLayout& la
   const int64_t s0 = c * lay.chunk_len;
   const int64_t s1 = s0 + lay.chunk_len < lay.length ? s0 + lay.chunk_len : lay.length;
   int64_t at = lay.at(lane, s0);
-  E acc = c == 0 ? ptrs.load(at) : op(carries[(c - 1) * lanes + lane], ptrs.load(at));
+  E acc = c == 0 ? ptrs.load(at) : op(carries[total_slot(lay, lane, c - 1)], ptrs.load(at));
   ptrs.store(at, acc);
   for (int64_t s = s0 + 1; s < s1; ++s) {
     at = lay.at(lane, s);
@@ -209,12 +225,6 @@ template <class Ptrs, class Op, class E>
 __global__ void chunk_totals_kernel(Ptrs ptrs, Op op, LaneLayout lay, E* totals) {
   const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (id < lay.lanes() * (lay.chunks - 1)) chunk_total_at(ptrs, op, lay, totals, id);
-}
-
-template <class Op, class E>
-__global__ void chunk_carries_kernel(Op op, int64_t lanes, int64_t chunks, E* totals) {
-  const int64_t lane = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (lane < lanes) chunk_carry_at(op, lanes, chunks, totals, lane);
 }
 
 template <class Ptrs, class Op, class E>
@@ -248,16 +258,19 @@ void lane_scan(const Ptrs& ptrs, const Op& op, int64_t outer, int64_t length, in
   using E = typename Ptrs::E;
   const LaneLayout lay = lane_layout(outer, length, inner, reverse);
   const int64_t lanes = lay.lanes();
-  E* totals = nullptr;
+  struct Totals {  // returned to the pool on every exit (stream-ordered: later work may reuse it)
+    E* p = nullptr;
+    ~Totals() { device_free(p); }
+  } totals;
   if (lay.chunks > 1) {
-    totals = static_cast<E*>(device_allocate(sizeof(E) * lanes * (lay.chunks - 1), where));
-    chunk_totals_kernel<<<grid_for(lanes * (lay.chunks - 1)), kLaneThreads>>>(ptrs, op, lay, totals);
-    chunk_carries_kernel<<<grid_for(lanes), kLaneThreads>>>(op, lanes, lay.chunks, totals);
+    totals.p = static_cast<E*>(device_allocate(sizeof(E) * lanes * (lay.chunks - 1), where));
+    chunk_totals_kernel<<<grid_for(lanes * (lay.chunks - 1)), kLaneThreads>>>(ptrs, op, lay, totals.p);
+    ASCAN_CUDA_CHECK(cudaGetLastError());
+    // In place: a single-pass scan loads each tile before storing it, and no tile reads another's.
+    cub_scan(TotalsIo<E>{totals.p}, op, lanes * (lay.chunks - 1), lay.chunks - 1, where);
   }
-  chunk_scan_kernel<<<grid_for(lanes * lay.chunks), kLaneThreads>>>(ptrs, op, lay, totals);
-  const cudaError_t err = cudaGetLastError();
-  device_free(totals);
-  ASCAN_CUDA_CHECK(err);
+  chunk_scan_kernel<<<grid_for(lanes * lay.chunks), kLaneThreads>>>(ptrs, op, lay, static_cast<const E*>(totals.p));
+  ASCAN_CUDA_CHECK(cudaGetLastError());
 }
 
 // One thread per index in [0, n): fn(i). For per-lane work with a functor (no device lambdas).
