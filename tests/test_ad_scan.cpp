@@ -1,6 +1,8 @@
 // test_ad_scan.cpp — gradients of the differentiable scan against float64 finite differences over
 // the combine catalogue × dims × reverse × sizes, random cotangents per output.
 #include <cmath>
+#include <stdexcept>
+#include <type_traits>
 #include <tuple>
 
 #include "ad_test_util.hpp"
@@ -242,7 +244,64 @@ TEST(AdScan, SegmentSweepAcrossSegments) {
     expect_paths_agree<4>(s5, {uniform({1025, 3}, 14, 0.997, 0.998), uniform({1025, 3}, 15, -0.05, 0.05),
                                randn({1025, 3}, 16), randn({1025, 3}, 17)}, 0, rev, 18);
     expect_paths_agree<1>(ascan::logaddexp, {randn({2, 1537}, 19)}, 1, rev, 20);
+    // 20 columns of 3 segments: a lane's successor segment (20 lanes on) lies in another tile of
+    // 16, which the chain must have finished first.
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({1100, 20}, 21, 0.997, 0.9995), randn({1100, 20}, 22)}, 0,
+                          rev, 23);
   }
+}
+
+// The segment sweep is one chain of tiles over the pool: its gradients are bitwise the same for
+// any thread count (more threads than cores included), and a combine that throws in some tile
+// stops the chain and reaches the caller without hanging the tiles waiting on it.
+struct ThrowsOnPoison {
+  static constexpr double kPoison = 12345.0;
+  template <class A, class B>
+  auto operator()(const A& a, const B& b) const {
+    if constexpr (!std::is_arithmetic_v<B>) {
+      if (b.v == kPoison) throw std::runtime_error("combine saw the poisoned element");
+    }
+    return a + b * 0.5;
+  }
+};
+
+TEST(AdScan, SegmentSweepChainAcrossThreads) {
+  const int saved = ascan::num_threads();
+  const auto grads = [](const std::vector<TD>& xs, int64_t dim, bool rev, int threads) {
+    ascan::set_num_threads(threads);
+    auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{xs[0], xs[1]}, dim, {.reverse = rev});
+    const std::vector<TD> gbar{randn(ya.shape(), 31), randn(yb.shape(), 32)};
+    const auto plan = ascan::detail::make_pointwise_plan({xs[0].shape(), xs[1].shape()}, dim, "test");
+    return ascan::ad::detail::pointwise_vjp_segments<std::tuple<double, double>, 2>(
+        ascan::linear_recurrence, plan, xs, {ya, yb}, gbar, {true, true}, rev);
+  };
+  for (const ascan::Shape& shape : {ascan::Shape{512 * 70 + 5}, ascan::Shape{3000, 7}}) {
+    const std::vector<TD> xs{uniform(shape, 1, 0.99, 0.9995), randn(shape, 2)};
+    for (bool rev : {false, true}) {
+      const auto one = grads(xs, 0, rev, 1);
+      for (int threads : {2, 3}) {
+        const auto many = grads(xs, 0, rev, threads);
+        for (size_t l = 0; l < 2; ++l)
+          EXPECT_TRUE(one[l] == many[l]) << threads << " threads, leaf " << l << ", rev " << rev;
+      }
+    }
+  }
+  ascan::set_num_threads(2);
+  const int64_t n = 512 * 40;
+  for (int64_t where : {int64_t{3}, n / 2, n - 2}) {
+    auto x = randn({n}, 3);
+    x.data()[where] = ThrowsOnPoison::kPoison;
+    const auto y = ascan::associative_scan([](double a, double b) { return a + b * 0.5; }, x, 0);
+    const auto plan = ascan::detail::make_pointwise_plan({x.shape()}, 0, "test");
+    try {
+      ascan::ad::detail::pointwise_vjp_segments<double, 1, double>(ThrowsOnPoison{}, plan, {x}, {y}, {randn({n}, 4)}, {true},
+                                                          false);
+      ADD_FAILURE() << "no exception, poison at " << where;
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "combine saw the poisoned element");
+    }
+  }
+  ascan::set_num_threads(saved);
 }
 
 // The segment sweep stages contiguous streams in blocks of 8 (float) or 4 (double) lanes with

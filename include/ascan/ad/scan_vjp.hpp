@@ -13,9 +13,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -287,10 +289,10 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
 
 // The adjoint for few long columns (one long sequence, [T, 7]): each column is cut into segments
 // of kSegmentSteps steps, and the segments of all columns are the lanes of a sweep, kLanesPerTile
-// at a time. Two sweeps over the data and no per-step arrays:
+// at a time. Two sweeps over each tile's data (the second from L2) and no per-step arrays:
 //   1. per segment [t0, t1), walking backwards from zero: g_s = c_s + M_s g_{t1} with
 //      c_s = ḡ_s + A_{s+1}ᵀ c_{s+1} and M_s = A_{s+1}ᵀ M_{s+1} (c = 0, M = I at t1);
-//   2. g_{t1} of every segment from its successor's (c, M), sequentially per column (O(T / 512));
+//   2. g_{t1} of every segment from its successor's (c, M), chained from tile to tile (O(lanes));
 //   3. per segment again from the true g_{t1}: g_s and ∂x_s = B_sᵀ g_s, as in the column sweep.
 // The lanes' operands are staged kStageSteps steps at a time: each lane copies its stretch of
 // every stream (sequential reads the prefetchers follow and the core overlaps) into step-major
@@ -516,151 +518,186 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   std::vector<T> a_end(N * S * L * L);      // A_{t1} (zero for a column's last segment)
   std::vector<T> g_in(N * S * L);           // g_{t1}
   std::vector<Acc> sums(outs.any_summed() ? N * S * L : 0);
-  // Pass 1: the segments' (c, M); also A_{t1} for pass 3.
-  ascan::detail::parallel_for(tiles, 1, [&](int64_t ib, int64_t ie) {
-    const std::unique_ptr<Tile> tile_buf(new Tile);  // default-initialised: no zeroing
-    Tile& r = *tile_buf;
-    std::array<std::array<T, VW>, L> c;
+  struct State {  // a tile's lane state
+    std::array<std::array<T, VW>, L> c, g;
     std::array<std::array<T, VW>, L * L> M, a_next;
-    for (int64_t tile = ib; tile < ie; ++tile) {
-      set_tile(tile, r);
-      for (int64_t j = 0; j < VW; ++j) {
-        const int64_t t1 = r.t0[j] + r.len;
-        std::array<T, L * L> A{};
-        if (t1 < T_len) {
-          std::array<T, L> left, right;
+  };
+  // Pass 1: the segments' (c, M); also A_{t1} for pass 3.
+  const auto pass1 = [&](Tile& r, State& st) {
+    auto& c = st.c;
+    auto& M = st.M;
+    auto& a_next = st.a_next;
+    for (int64_t j = 0; j < VW; ++j) {
+      const int64_t t1 = r.t0[j] + r.len;
+      std::array<T, L * L> A{};
+      if (t1 < T_len) {
+        std::array<T, L> left, right;
+        for (size_t l = 0; l < L; ++l) {
+          left[l] = y_ptr[l][out_base[r.n[j]] + at(t1 - 1) * step];
+          right[l] = x_ptr[l][leaf_base[r.n[j]][l] + at(t1) * x_step[l]];
+        }
+        left_jacobian<Elem, L>(f, left, right, A);
+      }
+      for (size_t e = 0; e < L * L; ++e) {
+        a_next[e][j] = A[e];
+        if (j < r.w) a_end[r.v[j] * L * L + e] = A[e];
+        M[e][j] = e / L == e % L ? T(1) : T(0);
+      }
+      for (size_t l = 0; l < L; ++l) c[l][j] = T(0);
+    }
+    walk(r, [&](int64_t qq) {
+#pragma GCC ivdep
+        for (int64_t j = 0; j < VW; ++j) {
+          std::array<T, L> cn, left, right;
+          std::array<T, L * L> Mn, A;
           for (size_t l = 0; l < L; ++l) {
-            left[l] = y_ptr[l][out_base[r.n[j]] + at(t1 - 1) * step];
-            right[l] = x_ptr[l][leaf_base[r.n[j]][l] + at(t1) * x_step[l]];
+            T acc = r.gb[l][qq][j];
+            for (size_t k = 0; k < L; ++k) acc += a_next[k * L + l][j] * c[k][j];
+            cn[l] = acc;
+            for (size_t m = 0; m < L; ++m) {
+              T am = T(0);
+              for (size_t k = 0; k < L; ++k) am += a_next[k * L + l][j] * M[k * L + m][j];
+              Mn[l * L + m] = am;
+            }
+            left[l] = r.left[l][qq][j];
+            right[l] = r.right[l][qq][j];
           }
           left_jacobian<Elem, L>(f, left, right, A);
-        }
-        for (size_t e = 0; e < L * L; ++e) {
-          a_next[e][j] = A[e];
-          if (j < r.w) a_end[r.v[j] * L * L + e] = A[e];
-          M[e][j] = e / L == e % L ? T(1) : T(0);
-        }
-        for (size_t l = 0; l < L; ++l) c[l][j] = T(0);
-      }
-      walk(r, [&](int64_t qq) {
-#pragma GCC ivdep
-          for (int64_t j = 0; j < VW; ++j) {
-            std::array<T, L> cn, left, right;
-            std::array<T, L * L> Mn, A;
-            for (size_t l = 0; l < L; ++l) {
-              T acc = r.gb[l][qq][j];
-              for (size_t k = 0; k < L; ++k) acc += a_next[k * L + l][j] * c[k][j];
-              cn[l] = acc;
-              for (size_t m = 0; m < L; ++m) {
-                T am = T(0);
-                for (size_t k = 0; k < L; ++k) am += a_next[k * L + l][j] * M[k * L + m][j];
-                Mn[l * L + m] = am;
-              }
-              left[l] = r.left[l][qq][j];
-              right[l] = r.right[l][qq][j];
-            }
-            left_jacobian<Elem, L>(f, left, right, A);
-            for (size_t l = 0; l < L; ++l) c[l][j] = cn[l];
-            for (size_t e = 0; e < L * L; ++e) {
-              M[e][j] = Mn[e];
-              a_next[e][j] = A[e];
-            }
+          for (size_t l = 0; l < L; ++l) c[l][j] = cn[l];
+          for (size_t e = 0; e < L * L; ++e) {
+            M[e][j] = Mn[e];
+            a_next[e][j] = A[e];
           }
-      }, [](int64_t, int64_t) {});
-      for (int64_t j = 0; j < r.w; ++j) {
-        T* out = agg.data() + r.v[j] * (L + L * L);
-        for (size_t l = 0; l < L; ++l) out[l] = c[l][j];
-        for (size_t e = 0; e < L * L; ++e) out[L + e] = M[e][j];
-      }
+        }
+    }, [](int64_t, int64_t) {});
+    for (int64_t j = 0; j < r.w; ++j) {
+      T* out = agg.data() + r.v[j] * (L + L * L);
+      for (size_t l = 0; l < L; ++l) out[l] = c[l][j];
+      for (size_t e = 0; e < L * L; ++e) out[L + e] = M[e][j];
     }
-  });
-  // Pass 2: g_{t1} of segment k is g_{t0} of segment k + 1 = c + M g_{t1} of that one.
-  for (int64_t n = 0; n < N; ++n) {
-    std::fill_n(g_in.data() + (n * S + S - 1) * L, L, T(0));
-    for (int64_t k = S - 2; k >= 0; --k) {
+  };
+  // Pass 2 for one tile's lanes: g_{t1} of segment k is g_{t0} of segment k + 1 = c + M g_{t1}
+  // of that one (zero past a column's last segment). Lane u = k * N + n depends on lane u + N:
+  // later in the same tile (resolved first, lanes in descending order) or in a tile done before.
+  const auto pass2 = [&](const Tile& r) {
+    for (int64_t j = r.w - 1; j >= 0; --j) {
+      const int64_t n = r.n[j], k = r.v[j] - n * S;
+      T* g = g_in.data() + (n * S + k) * L;
+      if (k == S - 1) {
+        std::fill_n(g, L, T(0));
+        continue;
+      }
       const T* next = agg.data() + (n * S + k + 1) * (L + L * L);
       const T* g_next = g_in.data() + (n * S + k + 1) * L;
-      T* g = g_in.data() + (n * S + k) * L;
       for (size_t l = 0; l < L; ++l) {
         T acc = next[l];
         for (size_t m = 0; m < L; ++m) acc += next[L + l * L + m] * g_next[m];
         g[l] = acc;
       }
     }
-  }
+  };
   // Pass 3: the sweep from the true g_{t1}.
-  ascan::detail::parallel_for(tiles, 1, [&](int64_t ib, int64_t ie) {
-    const std::unique_ptr<Tile> tile_buf(new Tile);  // default-initialised: no zeroing
-    Tile& r = *tile_buf;
-    std::array<std::array<T, VW>, L> g;
-    std::array<std::array<T, VW>, L * L> a_next;
-    for (int64_t tile = ib; tile < ie; ++tile) {
-      set_tile(tile, r);
-      for (int64_t j = 0; j < VW; ++j) {
-        for (size_t l = 0; l < L; ++l) g[l][j] = g_in[r.v[j] * L + l];
-        for (size_t e = 0; e < L * L; ++e) a_next[e][j] = a_end[r.v[j] * L * L + e];
-      }
-      walk(r, [&](int64_t qq) {
+  const auto pass3 = [&](Tile& r, State& st) {
+    auto& g = st.g;
+    auto& a_next = st.a_next;
+    for (int64_t j = 0; j < VW; ++j) {
+      for (size_t l = 0; l < L; ++l) g[l][j] = g_in[r.v[j] * L + l];
+      for (size_t e = 0; e < L * L; ++e) a_next[e][j] = a_end[r.v[j] * L * L + e];
+    }
+    walk(r, [&](int64_t qq) {
 #pragma GCC ivdep
-          for (int64_t j = 0; j < VW; ++j) {
-            std::array<T, L> gn, left, right;
-            std::array<T, L * L> A, B;
-            for (size_t l = 0; l < L; ++l) {  // g_s = ḡ_s + A_{s+1}ᵀ g_{s+1}
-              T acc = r.gb[l][qq][j];
-              for (size_t k = 0; k < L; ++k) acc += a_next[k * L + l][j] * g[k][j];
-              gn[l] = acc;
-              left[l] = r.left[l][qq][j];
-              right[l] = r.right[l][qq][j];
-            }
-            jacobians<Elem, L>(f, left, right, A, B);
-            for (size_t m = 0; m < L; ++m) {  // ∂x_s = B_sᵀ g_s
-              T acc = T(0);
-              for (size_t k = 0; k < L; ++k) acc += B[k * L + m] * gn[k];
-              r.d[m][qq][j] = acc;
-            }
-            for (size_t l = 0; l < L; ++l) g[l][j] = gn[l];
-            for (size_t e = 0; e < L * L; ++e) a_next[e][j] = A[e];
+        for (int64_t j = 0; j < VW; ++j) {
+          std::array<T, L> gn, left, right;
+          std::array<T, L * L> A, B;
+          for (size_t l = 0; l < L; ++l) {  // g_s = ḡ_s + A_{s+1}ᵀ g_{s+1}
+            T acc = r.gb[l][qq][j];
+            for (size_t k = 0; k < L; ++k) acc += a_next[k * L + l][j] * g[k][j];
+            gn[l] = acc;
+            left[l] = r.left[l][qq][j];
+            right[l] = r.right[l][qq][j];
           }
-      }, [&](int64_t q0, int64_t qn) {
-        if (q0 == 0)  // ∂x_0 = g_0 in the columns' first segments
-          for (int64_t j = 0; j < VW; ++j)
-            if (r.t0[j] == 0)
-              for (size_t l = 0; l < L; ++l) r.d[l][0][j] = g[l][j];
-        // Blocks of whole lanes written back by register transposes, as they were staged.
-        int64_t blocked = 0;
-        if constexpr (TV > 0) {
-          if (unit_steps && qn == Q) {
-            for (; blocked + TV <= r.w; blocked += TV) {
-              for (size_t l = 0; l < L; ++l) {
-                if (!dx_ptr[l]) continue;
-                std::array<T*, TV> dst;
-                for (int64_t i = 0; i < TV; ++i) {
-                  const int64_t j = blocked + i;
-                  dst[i] = dx_ptr[l] + out_base[r.n[j]] + at(r.t0[j] + q0) * step;
-                }
-                for (int64_t k = 0; k < Q; k += TV) {
-                  BT::scatter(&r.d[l][k][blocked], VW, dst, dir * step);
-                  for (int64_t i = 0; i < TV; ++i) dst[i] += TV * dir * step;
-                }
+          jacobians<Elem, L>(f, left, right, A, B);
+          for (size_t m = 0; m < L; ++m) {  // ∂x_s = B_sᵀ g_s
+            T acc = T(0);
+            for (size_t k = 0; k < L; ++k) acc += B[k * L + m] * gn[k];
+            r.d[m][qq][j] = acc;
+          }
+          for (size_t l = 0; l < L; ++l) g[l][j] = gn[l];
+          for (size_t e = 0; e < L * L; ++e) a_next[e][j] = A[e];
+        }
+    }, [&](int64_t q0, int64_t qn) {
+      if (q0 == 0)  // ∂x_0 = g_0 in the columns' first segments
+        for (int64_t j = 0; j < VW; ++j)
+          if (r.t0[j] == 0)
+            for (size_t l = 0; l < L; ++l) r.d[l][0][j] = g[l][j];
+      // Blocks of whole lanes written back by register transposes, as they were staged.
+      int64_t blocked = 0;
+      if constexpr (TV > 0) {
+        if (unit_steps && qn == Q) {
+          for (; blocked + TV <= r.w; blocked += TV) {
+            for (size_t l = 0; l < L; ++l) {
+              if (!dx_ptr[l]) continue;
+              std::array<T*, TV> dst;
+              for (int64_t i = 0; i < TV; ++i) {
+                const int64_t j = blocked + i;
+                dst[i] = dx_ptr[l] + out_base[r.n[j]] + at(r.t0[j] + q0) * step;
+              }
+              for (int64_t k = 0; k < Q; k += TV) {
+                BT::scatter(&r.d[l][k][blocked], VW, dst, dir * step);
+                for (int64_t i = 0; i < TV; ++i) dst[i] += TV * dir * step;
               }
             }
           }
         }
-        for (int64_t j = blocked; j < r.w;) {  // runs of a row's neighbouring columns, or lanes
-          const int64_t m = row_run(r, j, r.w), ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
-          for (size_t l = 0; l < L; ++l)
-            if (dx_ptr[l])
-              for (int64_t qq = 0; qq < qn; ++qq) copy_short(&r.d[l][qq][j], dx_ptr[l] + ob + at(s0 + qq) * step, m);
-          j += m;
+      }
+      for (int64_t j = blocked; j < r.w;) {  // runs of a row's neighbouring columns, or lanes
+        const int64_t m = row_run(r, j, r.w), ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
+        for (size_t l = 0; l < L; ++l)
+          if (dx_ptr[l])
+            for (int64_t qq = 0; qq < qn; ++qq) copy_short(&r.d[l][qq][j], dx_ptr[l] + ob + at(s0 + qq) * step, m);
+        j += m;
+      }
+      for (int64_t j = 0; j < r.w; ++j)
+        for (size_t l = 0; l < L; ++l) {
+          if (outs.mode[l] != Outs::Mode::summed) continue;
+          Acc acc = Acc(0);
+          for (int64_t qq = 0; qq < qn; ++qq) acc += Acc(r.d[l][qq][j]);
+          sums[r.v[j] * L + l] += acc;
         }
-        for (int64_t j = 0; j < r.w; ++j)
-          for (size_t l = 0; l < L; ++l) {
-            if (outs.mode[l] != Outs::Mode::summed) continue;
-            Acc acc = Acc(0);
-            for (int64_t qq = 0; qq < qn; ++qq) acc += Acc(r.d[l][qq][j]);
-            sums[r.v[j] * L + l] += acc;
-          }
-      });
+    });
+  };
+  // One chain over the tiles, in the adjoint's order (the columns' last segments first, then the
+  // full segments from the end): a tile runs pass 1, waits for its predecessor in the chain to
+  // publish, resolves its lanes' g_{t1} (O(lanes)), publishes, and runs pass 3 while its data is
+  // still in L2 (pass 3 over all tiles after pass 1 over all re-read every stream from memory).
+  // Tiles are claimed in chain order, so the one waited for is always running or done.
+  const int64_t last_tiles = tiles - full_tiles;
+  const auto tile_at = [&](int64_t p) { return p < last_tiles ? full_tiles + p : full_tiles - 1 - (p - last_tiles); };
+  std::vector<std::atomic<uint8_t>> done(static_cast<size_t>(tiles));
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> failed{false};
+  const int workers = static_cast<int>(std::min<int64_t>(ascan::num_threads(), tiles));
+  ascan::detail::run_workers(workers, [&](int) {
+    const std::unique_ptr<Tile> tile_buf(new Tile);  // default-initialised: no zeroing
+    const std::unique_ptr<State> state(new State);
+    Tile& r = *tile_buf;
+    while (!failed.load(std::memory_order_relaxed)) {
+      const int64_t p = next.fetch_add(1, std::memory_order_relaxed);
+      if (p >= tiles) return;
+      try {
+        set_tile(tile_at(p), r);
+        pass1(r, *state);
+        for (int spins = 0; p > 0 && !done[p - 1].load(std::memory_order_acquire); ++spins) {
+          if (failed.load(std::memory_order_relaxed)) return;
+          if (spins > ascan::detail::kSpinsBeforeYield) std::this_thread::yield(); else ascan::detail::cpu_relax();
+        }
+        pass2(r);
+        done[p].store(1, std::memory_order_release);
+        pass3(r, *state);
+      } catch (...) {
+        failed.store(true);
+        throw;
+      }
     }
   });
   // Summed leaves: the segments of a column in order, into the column's slot.
