@@ -409,21 +409,31 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
     }
     return m;
   };
-  // Stages steps q0 .. q0 + qn - 1 (relative to the lanes' t0) of a run of m lanes.
+  // Stages steps q0 .. q0 + qn - 1 (relative to the lanes' t0) of a run of m lanes. The loops
+  // use local pointers and strides only: the copies' stores may alias anything the lambdas
+  // capture by reference, which would be reloaded after every copy (that made staging 2x
+  // slower than the arithmetic it feeds).
   const auto stage_run = [&](Tile& r, int64_t j, int64_t m, int64_t q0, int64_t qn) {
-    const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
+    const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0, ydir = dir * step;
     for (size_t l = 0; l < L; ++l) {
-      const T* yl = y_ptr[l] + ob;
-      const T* xl = x_ptr[l] + leaf_base[r.n[j]][l];
-      const T* gl = g_ptr[l] ? g_ptr[l] + ob : nullptr;
+      const int64_t xdir = dir * x_step[l];
+      const T* yrow = y_ptr[l] + ob + at(s0) * step;  // rows of step s0
+      const T* xrow = x_ptr[l] + leaf_base[r.n[j]][l] + at(s0) * x_step[l];
+      const T* grow = g_ptr[l] ? g_ptr[l] + ob + at(s0) * step : nullptr;
       const bool x_lanes = plan.leaves[l].lane_contiguous;
+      T* left = &r.left[l][0][j];
+      T* right = &r.right[l][0][j];
+      T* gb = &r.gb[l][0][j];
+      // Step s reads y at index at(s - 1); step 0 has no y_{-1} and reads y_0 (its A is unused).
+      copy_short(s0 > 0 ? yrow - ydir : yrow, left, m);
+      for (int64_t qq = 1; qq < qn; ++qq) copy_short(yrow + (qq - 1) * ydir, left + qq * VW, m);
       for (int64_t qq = 0; qq < qn; ++qq) {
-        // Step s reads y at index at(s - 1); step 0 has no y_{-1} and reads y_0 (its A is unused).
-        copy_short(yl + at(std::max<int64_t>(s0 + qq - 1, 0)) * step, &r.left[l][qq][j], m);
-        if (x_lanes) copy_short(xl + at(s0 + qq) * x_step[l], &r.right[l][qq][j], m);
-        else std::fill_n(&r.right[l][qq][j], m, xl[at(s0 + qq) * x_step[l]]);
-        if (gl) copy_short(gl + at(s0 + qq) * step, &r.gb[l][qq][j], m);
-        else std::fill_n(&r.gb[l][qq][j], m, T(0));
+        if (x_lanes) copy_short(xrow + qq * xdir, right + qq * VW, m);
+        else std::fill_n(right + qq * VW, m, xrow[qq * xdir]);
+      }
+      for (int64_t qq = 0; qq < qn; ++qq) {
+        if (grow) copy_short(grow + qq * ydir, gb + qq * VW, m);
+        else std::fill_n(gb + qq * VW, m, T(0));
       }
     }
   };
@@ -651,10 +661,13 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
         }
       }
       for (int64_t j = blocked; j < r.w;) {  // runs of a row's neighbouring columns, or lanes
-        const int64_t m = row_run(r, j, r.w), ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
-        for (size_t l = 0; l < L; ++l)
-          if (dx_ptr[l])
-            for (int64_t qq = 0; qq < qn; ++qq) copy_short(&r.d[l][qq][j], dx_ptr[l] + ob + at(s0 + qq) * step, m);
+        const int64_t m = row_run(r, j, r.w), ob = out_base[r.n[j]], s0 = r.t0[j] + q0, ddir = dir * step;
+        for (size_t l = 0; l < L; ++l) {
+          if (!dx_ptr[l]) continue;
+          const T* src = &r.d[l][0][j];  // local pointers, as in stage_run
+          T* dst = dx_ptr[l] + ob + at(s0) * step;
+          for (int64_t qq = 0; qq < qn; ++qq) copy_short(src + qq * VW, dst + qq * ddir, m);
+        }
         j += m;
       }
       for (int64_t j = 0; j < r.w; ++j)
