@@ -381,6 +381,18 @@ TEST_P(ScanLanes, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Inner, ScanLanes, ::testing::Values(2, 3, 5, 7, 9, 15, 16, 256, 300),
                          [](const auto& info) { return fmt::format("Inner{}", info.param); });
 
+// Rows of lanes under kOnePassMaxElements (elements x leaves) run in one pass on one thread,
+// each block continuing from its predecessor's last row: several blocks, both directions, a
+// leaf gathered into lanes, a non-commutative combine.
+TEST(ScanPointwise, SmallRowsOfLanesInOnePass) {
+  for (bool reverse : {false, true}) {
+    check_add<float>({400, 256}, 0, reverse, 1);           // 9 blocks of 48 rows
+    check_bicyclic({400, 256}, 0, reverse, 2);
+    check_linrec<double>({200, 256}, {200, 256}, 0, reverse, 3);  // 17 blocks of 12 rows
+    check_linrec<double>({200, 1}, {200, 256}, 0, reverse, 4);    // the decay gathered per row
+  }
+}
+
 // ---- broadcasting --------------------------------------------------------------------------
 
 TEST(ScanPointwiseBroadcast, LengthOneLeafAlongTheScanDim) {

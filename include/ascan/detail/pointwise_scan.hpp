@@ -42,6 +42,11 @@ namespace ascan::detail {
 inline constexpr int64_t kMaxLanes = 256;            // accumulator tile per column group
 inline constexpr int64_t kBlockBytes = 96 << 10;     // inputs + outputs of one block (L2-resident)
 inline constexpr int64_t kParallelMinElements = 1 << 15;  // below this, no thread hand-off
+// Rows of lanes this small (elements x leaves, in cache) are scanned in one pass on one thread,
+// each block continuing from its predecessor's last row: the chained two-pass scan (local scan,
+// then a fix-up re-reading the block) ran at half the speed of a plain loop there. Chosen by
+// size alone, so results still do not depend on the thread count.
+inline constexpr int64_t kOnePassMaxElements = 1 << 17;
 inline constexpr int64_t kMinSegmentRows = 16;       // shorter blocks are not cut into segments
 inline constexpr int64_t kNarrowLanes = 16;          // narrower groups scan in fixed-width chunks
 inline constexpr int64_t kPrefetchSteps = 128;       // software prefetch distance of the blocked scan
@@ -157,6 +162,7 @@ class PointwiseRunner {
     // A single leaf keeps its 8 scalar chains, which measured as fast or faster.
     blocked_sequences_ = L > 1 && kSameLeaves && BT::V > 0 && (y_step_ == 1 || y_step_ == -1);
     for (size_t l = 0; l < L; ++l) blocked_sequences_ = blocked_sequences_ && (x_step_[l] == 1 || x_step_[l] == -1);
+    one_pass_ = plan.numel() * static_cast<int64_t>(L) < kOnePassMaxElements;
     rows_ = std::clamp<int64_t>(kBlockBytes / (group_lanes_ * bytes_per_lane_row), 1, std::max<int64_t>(T_, 1));
     num_blocks_ = (T_ + rows_ - 1) / rows_;
     const int64_t num_groups = bundle_ > 1 ? plan.num_columns / line_extent_ * bundles_per_line_
@@ -169,7 +175,7 @@ class PointwiseRunner {
     std::vector<std::atomic<uint8_t>> done(num_blocks_ > 1 ? num_items_ : 0);
     done_ = done.data();
     const int64_t total = plan_.numel() * static_cast<int64_t>(L);
-    const int workers = total < kParallelMinElements
+    const int workers = total < kParallelMinElements || one_pass_
                             ? 1
                             : static_cast<int>(std::min<int64_t>(num_threads(), num_items_));
     std::atomic<int64_t> next{0};
@@ -232,6 +238,13 @@ class PointwiseRunner {
       std::get<I>(g.y0) = std::get<I>(y_data_) + out_off + phys(0) * plan_.out_t_stride + j0;
     });
     const int64_t s0 = b * rows_, s1 = std::min(T_, s0 + rows_);
+    if (one_pass_ && g.w > 1 && !(g.w < kNarrowLanes && bundle_ == 1)) {  // rows of lanes, one thread
+      // Blocks run in order on the one worker: the predecessor's last row is final.
+      if (b > 0) while (!done_[item - 1].load(std::memory_order_acquire)) cpu_relax();
+      scan_lanes<1>(g, s0, s1, s1 - s0, b > 0);
+      if (num_blocks_ > 1) done_[item].store(1, std::memory_order_release);
+      return true;
+    }
     int num_segments = 1;
     int64_t seg = s1 - s0;
     if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows && blocked_sequences_) {
@@ -484,7 +497,7 @@ class PointwiseRunner {
   // The previous output row is the accumulator (as in a plain loop): one load of it, one of x
   // and one store per element.
   template <int K>
-  void scan_lanes(const Group& g, int64_t s0, int64_t s1, int64_t seg) {
+  void scan_lanes(const Group& g, int64_t s0, int64_t s1, int64_t seg, bool from_previous = false) {
     const int64_t w = g.w;
     std::optional<LaneBuffers<Ptrs>> gather_buf;
     Ptrs gathered{};
@@ -534,6 +547,11 @@ class PointwiseRunner {
       };
       if (any_gather_) body(lanes_of(x)); else body(x);
     };
+    if (from_previous) {  // K == 1, s0 > 0: row s0 continues from the final row s0 - 1
+      Ptrs x = x_row(g, s0 - 1), y = y_row(g, s0 - 1);
+      for (int64_t s = s0; s < s1; ++s) step(x, y);
+      return;
+    }
     std::array<Ptrs, K> xs, ys;
     for (int k = 0; k < K; ++k) {
       first(s0 + k * seg);
@@ -599,6 +617,7 @@ class PointwiseRunner {
   std::array<bool, L> gather_{};  // leaf rows are gathered into lanes (see lanes_of)
   bool any_gather_ = false;
   bool blocked_sequences_ = false;
+  bool one_pass_ = false;  // see kOnePassMaxElements
   std::atomic<uint8_t>* done_ = nullptr;
   std::atomic<bool> failed_{false};
 };
