@@ -161,6 +161,14 @@ struct GradOutputs {
 };
 
 inline constexpr int64_t kMinColumnsForSweep = 256;
+// Rows at least this wide take the column sweep even as one long column block ([T, 7]): its one
+// pass with R lanes walking T backwards (one thread for R <= 16) measured 1.4x (R = 3), 2.6x
+// (R = 7) and 3x (R = 16) faster than the segment sweep's two passes on two threads, on the
+// 2-core development machine ([2^22 / R, R] float32 linear recurrence). At R = 2 the two tie and
+// one lane alone is 3x slower, so narrower rows keep the segment sweep, whose passes scale with
+// threads (with many cores it would win for moderate R too; the choice is by shape alone, so
+// gradients do not depend on the thread count).
+inline constexpr int64_t kMinRunForColumns = 3;
 
 // Lanes per work item of the column sweep, at most: 512 (rows of 2 KiB float per stream walk
 // backwards at streaming speed; 64-lane rows ran at half of it), fewer for large L so that the
@@ -287,9 +295,9 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
   return outs.finish(xs);
 }
 
-// The adjoint for few long columns (one long sequence, [T, 7]): each column is cut into segments
-// of kSegmentSteps steps, and the segments of all columns are the lanes of a sweep, kLanesPerTile
-// at a time. Two sweeps over each tile's data (the second from L2) and no per-step arrays:
+// The adjoint for few long columns (one long sequence, rows of two lanes): each column is cut
+// into segments of kSegmentSteps steps, and the segments of all columns are the lanes of a
+// sweep, kLanesPerTile at a time. Two sweeps over each tile's data (the second from L2) and no per-step arrays:
 //   1. per segment [t0, t1), walking backwards from zero: g_s = c_s + M_s g_{t1} with
 //      c_s = ḡ_s + A_{s+1}ᵀ c_{s+1} and M_s = A_{s+1}ᵀ M_{s+1} (c = 0, M = I at t1);
 //   2. g_{t1} of every segment from its successor's (c, M), chained from tile to tile (O(lanes));
@@ -729,8 +737,9 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
 //   plan: the scan's plan (output shape, axis, broadcast layout of xs); xs: the leaves as given;
 //   ys: outputs; gbar: upstream gradients (a default-constructed tensor for zero); need: which
 //   gradients to return (the others are default tensors).
-// Many independent columns take the one-pass column sweep, few long ones the segment sweep; the
-// choice depends on the shape only, so gradients do not depend on the thread count.
+// Many independent columns or rows of 3 or more lanes take the one-pass column sweep, few long
+// narrow ones the segment sweep; the choice depends on the shape only, so gradients do not
+// depend on the thread count.
 template <class Elem, size_t L, class T, class F>
 std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::PointwisePlan& plan,
                                           const std::vector<Tensor<T>>& xs, const std::vector<Tensor<T>>& ys,
@@ -754,7 +763,7 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
     }
     return dx;
   }
-  if (plan.num_columns * plan.run >= kMinColumnsForSweep)
+  if (plan.num_columns * plan.run >= kMinColumnsForSweep || plan.run >= kMinRunForColumns)
     return pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
   return pointwise_vjp_segments<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
 }
