@@ -17,8 +17,8 @@ using ascan::Shape;
 using ascan::Tensor;
 
 // The DeviceEngine interface, run sequentially: a by-key scan restarts every seg_len positions
-// (CUB's equality of RowKey), lanes run the same three chunk phases (the carries by
-// this by-key scan), index work runs in order.
+// (CUB's equality of RowKey), lanes run the same three chunk phases (the carries by this
+// by-key scan), index work runs in order.
 struct HostEngine {
   template <class Io, class Op>
   static void scan(const Io& io, const Op& op, int64_t n, int64_t seg_len, const char*) {
