@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -708,10 +707,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
       try {
         set_tile(tile_at(p), r);
         pass1(r, *state);
-        for (int spins = 0; p > 0 && !done[p - 1].load(std::memory_order_acquire); ++spins) {
-          if (failed.load(std::memory_order_relaxed)) return;
-          if (spins > ascan::detail::kSpinsBeforeYield) std::this_thread::yield(); else ascan::detail::cpu_relax();
-        }
+        if (p > 0 && !ascan::detail::wait_published(done[p - 1], failed)) return;
         pass2(r);
         done[p].store(1, std::memory_order_release);
         pass3(r, *state);

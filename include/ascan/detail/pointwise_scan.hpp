@@ -78,6 +78,17 @@ inline void cpu_relax() {
 #endif
 }
 
+// Waits until `flag` is published (acquire); false if `failed` is raised meanwhile. A
+// predecessor on a running core publishes within microseconds; past a short spin it is likely
+// descheduled (more runnable threads than cores), so the core is given away.
+inline bool wait_published(const std::atomic<uint8_t>& flag, const std::atomic<bool>& failed) {
+  for (int spins = 0; !flag.load(std::memory_order_acquire); ++spins) {
+    if (failed.load(std::memory_order_relaxed)) return false;
+    if (spins > kSpinsBeforeYield) std::this_thread::yield(); else cpu_relax();
+  }
+  return true;
+}
+
 template <class Ptrs> struct LaneBuffers;
 // kMaxLanes elements per leaf, left uninitialised (a std::tuple of arrays would zero them on
 // every construction, which small scans pay for).
@@ -162,7 +173,8 @@ class PointwiseRunner {
     // A single leaf keeps its 8 scalar chains, which measured as fast or faster.
     blocked_sequences_ = L > 1 && kSameLeaves && BT::V > 0 && (y_step_ == 1 || y_step_ == -1);
     for (size_t l = 0; l < L; ++l) blocked_sequences_ = blocked_sequences_ && (x_step_[l] == 1 || x_step_[l] == -1);
-    one_pass_ = plan.numel() * static_cast<int64_t>(L) < kOnePassMaxElements;
+    // Only layouts of rows of lanes (other layouts keep their threads from kParallelMinElements).
+    one_pass_ = plan.numel() * static_cast<int64_t>(L) < kOnePassMaxElements && lanes_path(group_lanes_);
     rows_ = std::clamp<int64_t>(kBlockBytes / (group_lanes_ * bytes_per_lane_row), 1, std::max<int64_t>(T_, 1));
     num_blocks_ = (T_ + rows_ - 1) / rows_;
     const int64_t num_groups = bundle_ > 1 ? plan.num_columns / line_extent_ * bundles_per_line_
@@ -202,6 +214,9 @@ class PointwiseRunner {
 
   int64_t phys(int64_t s) const { return reverse_ ? T_ - 1 - s : s; }
 
+  // Groups of w lanes scanned by scan_lanes (not one sequence, not the chunked narrow path).
+  bool lanes_path(int64_t w) const { return w > 1 && !(w < kNarrowLanes && bundle_ == 1); }
+
   Ptrs x_row(const Group& g, int64_t s) const {
     Ptrs p = g.x0;
     static_for<L>([&](auto I) { std::get<I>(p) += s * x_step_[I]; });
@@ -238,9 +253,9 @@ class PointwiseRunner {
       std::get<I>(g.y0) = std::get<I>(y_data_) + out_off + phys(0) * plan_.out_t_stride + j0;
     });
     const int64_t s0 = b * rows_, s1 = std::min(T_, s0 + rows_);
-    if (one_pass_ && g.w > 1 && !(g.w < kNarrowLanes && bundle_ == 1)) {  // rows of lanes, one thread
+    if (one_pass_ && lanes_path(g.w)) {  // rows of lanes, one thread
       // Blocks run in order on the one worker: the predecessor's last row is final.
-      if (b > 0) while (!done_[item - 1].load(std::memory_order_acquire)) cpu_relax();
+      if (b > 0 && !wait_published(done_[item - 1], failed_)) return false;
       scan_lanes<1>(g, s0, s1, s1 - s0, b > 0);
       if (num_blocks_ > 1) done_[item].store(1, std::memory_order_release);
       return true;
@@ -280,12 +295,7 @@ class PointwiseRunner {
     Ptrs carry0{};
     const bool have0 = b > 0;
     if (have0) {
-      // A predecessor on a running core publishes within microseconds; past a short spin it is
-      // likely descheduled (more runnable threads than cores), so give the core away.
-      for (int spins = 0; !done_[item - 1].load(std::memory_order_acquire); ++spins) {
-        if (failed_.load(std::memory_order_relaxed)) return false;
-        if (spins > kSpinsBeforeYield) std::this_thread::yield(); else cpu_relax();
-      }
+      if (!wait_published(done_[item - 1], failed_)) return false;
       carry0 = y_row(g, s0 - 1);
     }
     LaneBuffers<Ptrs> carry_buf;  // carries 1 .. K-1, w lanes each ((K - 1) * w <= kMaxLanes)
