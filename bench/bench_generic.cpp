@@ -4,11 +4,14 @@
 // Per case "<type>/<N>x<N>/<impl>":
 //   tree_1t      ascan::associative_scan(ascan::generic(matmul), xs, 0, {}, ys) on 1 thread
 //   tree_all     the same on all threads (the default thread count of the process)
+//   batched_1t   ascan::generic_batched(matmul): the same tree, one call per level on batches, 1 thread
+//   batched_all  the same on all threads
 //   tensor_loop  y_t = g(y_{t-1}, x_t) on Tensor slices: select() from the input, results copied
 //                into an output tensor, as a user writes the recurrence without the scan
 //   raw_loop     the same products on plain arrays (fixed-size loops): the cost of the arithmetic
 // Each runs as a training loop calls it (outputs reused, allocator warm). After the run the
-// medians of the repetitions and the ratios tree / tensor_loop are printed (DESIGN §6: within 2x).
+// medians of the repetitions and the ratios tree / tensor_loop (DESIGN §6: within 2x) and
+// batched / raw_loop are printed.
 #include <benchmark/benchmark.h>
 
 #include <ascan/ascan.hpp>
@@ -76,18 +79,18 @@ void tensor_loop_into(const ascan::Tensor<T>& xs, ascan::Tensor<T>& ys) {
 
 void set_items(benchmark::State& st) { st.SetItemsProcessed(st.iterations() * kT); }
 
-template <class T>
-void tree(benchmark::State& st, int64_t n, bool all_threads) {
+template <class T, class Combine>
+void tree(benchmark::State& st, int64_t n, bool all_threads, Combine combine) {
   const auto& xs = input<T>(n);
   auto ys = ascan::Tensor<T>::empty(xs.shape());
   auto ref = ascan::Tensor<T>::empty(xs.shape());
   tensor_loop_into(xs, ref);
   ascan::set_num_threads(all_threads ? g_all_threads : 1);
-  ascan::associative_scan(ascan::generic(g_matmul), xs, 0, {}, ys);
+  ascan::associative_scan(combine, xs, 0, {}, ys);
   // Orthogonal products: a different association changes only rounding.
   if (!ascan::allclose(ys, ref, T(1e-2), T(1e-3))) st.SkipWithError("tree and loop disagree");
   for (auto _ : st) {
-    ascan::associative_scan(ascan::generic(g_matmul), xs, 0, {}, ys);
+    ascan::associative_scan(combine, xs, 0, {}, ys);
     benchmark::DoNotOptimize(ys.data());
     benchmark::ClobberMemory();
   }
@@ -153,13 +156,15 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const auto slash = name.rfind('/');
       by_case[name.substr(0, slash)][name.substr(slash + 1)] = ms;
     }
-    fmt::print("\n{:<14} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}\n", "case (median)", "tree_1t ms",
-               "tree_all ms", "loop ms", "raw ms", "1t/loop", "all/loop");
+    fmt::print("\n{:<14} {:>10} {:>11} {:>10} {:>11} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8}\n", "case (median)",
+               "tree_1t ms", "tree_all ms", "batch_1t", "batch_all", "loop ms", "raw ms", "1t/loop", "all/loop",
+               "b1t/raw", "ball/raw");
     for (const auto& [c, m] : by_case) {
       const auto get = [&](const char* k) { auto it = m.find(k); return it == m.end() ? NAN : it->second; };
-      const double t1 = get("tree_1t"), ta = get("tree_all"), lp = get("tensor_loop"), raw = get("raw_loop");
-      fmt::print("{:<14} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.3f} {:>10.2f} {:>10.2f}\n", c, t1, ta, lp, raw,
-                 t1 / lp, ta / lp);
+      const double t1 = get("tree_1t"), ta = get("tree_all"), b1 = get("batched_1t"), ba = get("batched_all"),
+                   lp = get("tensor_loop"), raw = get("raw_loop");
+      fmt::print("{:<14} {:>10.2f} {:>11.2f} {:>10.3f} {:>11.3f} {:>9.2f} {:>9.3f} {:>8.2f} {:>8.2f} {:>8.2f} {:>8.2f}\n",
+                 c, t1, ta, b1, ba, lp, raw, t1 / lp, ta / lp, b1 / raw, ba / raw);
     }
   }
 
@@ -174,8 +179,12 @@ void register_type(const char* type_name) {
     const auto setup = [](benchmark::internal::Benchmark* b) {
       b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.2)->Repetitions(5)->ReportAggregatesOnly(true);
     };
-    setup(benchmark::RegisterBenchmark((c + "tree_1t").c_str(), tree<T>, n, false));
-    setup(benchmark::RegisterBenchmark((c + "tree_all").c_str(), tree<T>, n, true));
+    const auto generic = ascan::generic(g_matmul);
+    const auto batched = ascan::generic_batched(g_matmul);
+    setup(benchmark::RegisterBenchmark((c + "tree_1t").c_str(), tree<T, decltype(generic)>, n, false, generic));
+    setup(benchmark::RegisterBenchmark((c + "tree_all").c_str(), tree<T, decltype(generic)>, n, true, generic));
+    setup(benchmark::RegisterBenchmark((c + "batched_1t").c_str(), tree<T, decltype(batched)>, n, false, batched));
+    setup(benchmark::RegisterBenchmark((c + "batched_all").c_str(), tree<T, decltype(batched)>, n, true, batched));
     setup(benchmark::RegisterBenchmark((c + "tensor_loop").c_str(), tensor_loop<T>, n));
     setup(benchmark::RegisterBenchmark((c + "raw_loop").c_str(), raw_loop<T>, n));
   }

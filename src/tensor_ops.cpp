@@ -124,30 +124,46 @@ void small_product(const T* a, const T* b, T* o, int64_t m, int64_t k, int64_t n
 }
 constexpr int64_t kSmallProduct = 512;  // m * k * n up to this: the plain loops above
 
+// `count` products o_i = a_i · b_i, operands advancing by step_a / step_b elements (0: one
+// operand for all), with the size dispatch hoisted out of the loop (a batch of 2x2 products,
+// as a batched Generic-mode combine makes, costs the arithmetic). Every product is computed as a
+// single one would be.
+template <class T, int M, int K, int N>
+void small_products_fixed(const T* a, const T* b, T* o, int64_t count, int64_t step_a, int64_t step_b) {
+  for (int64_t i = 0; i < count; ++i) small_product_fixed<T, M, K, N>(a + i * step_a, b + i * step_b, o + i * M * N);
+}
 template <class T>
-void product(const T* a, const T* b, T* o, int64_t m, int64_t k, int64_t n) {
+void products(const T* a, const T* b, T* o, int64_t m, int64_t k, int64_t n, int64_t count,
+              int64_t step_a, int64_t step_b) {
   if (k > 0 && m * k * n <= kSmallProduct) {
     if (m == k && k == n) {
       switch (m) {
-        case 2: return small_product_fixed<T, 2, 2, 2>(a, b, o);
-        case 3: return small_product_fixed<T, 3, 3, 3>(a, b, o);
-        case 4: return small_product_fixed<T, 4, 4, 4>(a, b, o);
+        case 2: return small_products_fixed<T, 2, 2, 2>(a, b, o, count, step_a, step_b);
+        case 3: return small_products_fixed<T, 3, 3, 3>(a, b, o, count, step_a, step_b);
+        case 4: return small_products_fixed<T, 4, 4, 4>(a, b, o, count, step_a, step_b);
         default: break;
       }
     } else if (n == 1 && m == k) {  // matrix x vector (affine maps)
       switch (m) {
-        case 2: return small_product_fixed<T, 2, 2, 1>(a, b, o);
-        case 3: return small_product_fixed<T, 3, 3, 1>(a, b, o);
-        case 4: return small_product_fixed<T, 4, 4, 1>(a, b, o);
+        case 2: return small_products_fixed<T, 2, 2, 1>(a, b, o, count, step_a, step_b);
+        case 3: return small_products_fixed<T, 3, 3, 1>(a, b, o, count, step_a, step_b);
+        case 4: return small_products_fixed<T, 4, 4, 1>(a, b, o, count, step_a, step_b);
         default: break;
       }
     }
-    return small_product(a, b, o, m, k, n);
+    for (int64_t i = 0; i < count; ++i) small_product(a + i * step_a, b + i * step_b, o + i * m * n, m, k, n);
+    return;
   }
-  Eigen::Map<const RowMatrix<T>> ma(a, m, k);
-  Eigen::Map<const RowMatrix<T>> mb(b, k, n);
-  Eigen::Map<RowMatrix<T>> mo(o, m, n);
-  mo.noalias() = ma * mb;
+  for (int64_t i = 0; i < count; ++i) {
+    Eigen::Map<const RowMatrix<T>> ma(a + i * step_a, m, k);
+    Eigen::Map<const RowMatrix<T>> mb(b + i * step_b, k, n);
+    Eigen::Map<RowMatrix<T>> mo(o + i * m * n, m, n);
+    mo.noalias() = ma * mb;
+  }
+}
+template <class T>
+void product(const T* a, const T* b, T* o, int64_t m, int64_t k, int64_t n) {
+  products(a, b, o, m, k, n, 1, 0, 0);
 }
 
 }  // namespace
@@ -226,8 +242,7 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
   if (!b_vec) out_dims.push(n);
   auto out = out_dims.empty<T>();
   const int64_t step_a = nba == 0 ? 0 : m * k, step_b = nbb == 0 ? 0 : k * n;
-  for (int64_t i = 0; i < num_batch; ++i)
-    product(a.data() + i * step_a, b.data() + i * step_b, out.data() + i * m * n, m, k, n);
+  products(a.data(), b.data(), out.data(), m, k, n, num_batch, step_a, step_b);
   return out;
 }
 

@@ -9,6 +9,8 @@
 //   Generic (ascan::generic(f)): f gets slices (Tensors without the scan dim) and returns the
 //     same structure with the same slice shapes; leaves may differ in shape but share the scan
 //     length. About 2T calls of f in O(log T) parallel levels.
+//   Batched Generic (ascan::generic_batched(f)): the same tree and results, f called once per
+//     level and thread on batches of slices ([m, slice...] per leaf).
 // dim may be negative and is resolved against the first leaf. Throws ascan::Error on a bad dim,
 // a leaf of rank <= dim, mismatched scan lengths, incompatible broadcast shapes, and (Generic) a
 // combine result with wrong slice shapes. Misuse visible at compile time is a static_assert.
@@ -22,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "ascan/detail/generic_batched.hpp"
 #include "ascan/detail/generic_scan.hpp"
 #include "ascan/detail/pointwise_scan.hpp"
 #include "ascan/detail/scan_plan.hpp"
@@ -84,7 +87,7 @@ void scan_pointwise(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree
   pointwise_scan<X>(f, xs, ys, plan, opts.reverse);
 }
 
-template <class X, class Fn>
+template <class X, bool Batched, class Fn>
 void scan_generic(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree<X>::Flat* ys_given,
                   typename Tree<X>::Flat& ys, int64_t dim, const ScanOptions& opts) {
   const std::vector<Shape> shapes = leaf_shapes(xs);
@@ -96,7 +99,8 @@ void scan_generic(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree<X
   } else {
     ys = empty_like_leaves(xs, nullptr);
   }
-  generic_scan<X>(f, xs, ys, d, opts.reverse, kScanName);
+  if constexpr (Batched) generic_batched_scan<X>(f, X{}, xs, ys, d, opts.reverse, kScanName);
+  else generic_scan<X>(f, xs, ys, d, opts.reverse, kScanName);
 }
 
 template <class Combine, class T>
@@ -135,7 +139,10 @@ void scan_list(const Combine& combine, const std::vector<Tensor<T>>& xs, int64_t
         ys.clear();
         for (const auto& t : xs) ys.push_back(Tensor<T>::empty(t.shape()));
       }
-      generic_scan_list(combine_fn(combine), xs, ys, d, opts.reverse, kScanName);
+      if constexpr (combine_mode<Combine>::batched)
+        generic_batched_scan<X>(combine_fn(combine), X(xs.size()), xs, ys, d, opts.reverse, kScanName);
+      else
+        generic_scan_list(combine_fn(combine), xs, ys, d, opts.reverse, kScanName);
     }
   }
 }
@@ -186,7 +193,7 @@ normalize_t<Xs> scan_dispatch(const Combine& combine, const Xs& xs, int64_t dim,
                       "Return an ascan::Tensor<T> for a single tensor, or a std::tuple with one "
                       "tensor per input leaf (same arity, nesting and element types).");
         if constexpr (slice_result_matches<X, R>::value)
-          scan_generic<X>(f, Node::flatten(xs), ys_given, ys, dim, opts);
+          scan_generic<X, Mode::batched>(f, Node::flatten(xs), ys_given, ys, dim, opts);
       }
     }
     return Node::template unflatten<0>(ys);

@@ -63,6 +63,7 @@ template <class... Xs> struct DeviceTree<std::tuple<Xs...>> {
 
 template <class F> struct is_generic_combine : std::false_type {};
 template <class F> struct is_generic_combine<Generic<F>> : std::true_type {};
+template <class F> struct is_generic_combine<GenericBatched<F>> : std::true_type {};
 
 // Does R (a combine's result) convert leaf by leaf to Ts...?
 template <class R, class... Ts>
