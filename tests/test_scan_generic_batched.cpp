@@ -52,6 +52,16 @@ void on_threads(const Body& body) {
   ascan::set_num_threads(saved);
 }
 
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ascan::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 class BatchedLength : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(BatchedLength, MatrixChainInt64ExactAgainstSequentialReference) {
@@ -148,6 +158,37 @@ TEST(ScanGenericBatched, AlongEveryDimInt64Exact) {
   });
 }
 
+// Long scans along an inner dim: chained chunks written through the strided output path.
+TEST(ScanGenericBatched, LongStridedScanChainsChunks) {
+  auto x = Tensor<int64_t>::random({2, 20000, 2}, 40, 0, 1);  // slices [2, 2] of +-1: exact products
+  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = 2 * x.data()[i] - 1;
+  const auto times = [](const auto& a, const auto& b) { return a * b; };
+  on_threads([&] {
+    for (bool reverse : {false, true})
+      EXPECT_EQ(ascan::associative_scan(ascan::generic_batched(times), x, 1, {.reverse = reverse}),
+                ascan::associative_scan(ascan::mul, x, 1, {.reverse = reverse}))
+          << (reverse ? "reverse" : "forward");
+  });
+}
+
+// An exception from f in any chunk or level reaches the caller (other chunks stop waiting), and
+// the next scan runs normally.
+TEST(ScanGenericBatched, ThrowingCombinePropagates) {
+  const auto m = signed_permutations({20000, 2, 2}, 41);
+  on_threads([&] {
+    for (int throw_at : {1, 3, 12, 40}) {
+      std::atomic<int> calls{0};
+      const auto bad = [&](const auto& a, const auto& b) {
+        if (++calls == throw_at) throw ascan::Error("combine failed on purpose");
+        return matmul(a, b);
+      };
+      EXPECT_EQ(error_of([&] { ascan::associative_scan(ascan::generic_batched(bad), m, 0); }), "combine failed on purpose")
+          << "throw at call " << throw_at;
+    }
+    EXPECT_EQ(ascan::associative_scan(ascan::generic_batched(matmul_fn), m, 0), ref::generic(matmul_fn, m, 0));
+  });
+}
+
 // A run-time list of leaves (std::vector<Tensor<T>>).
 TEST(ScanGenericBatched, TensorListMatchesReference) {
   using List = std::vector<Tensor<int64_t>>;
@@ -211,16 +252,6 @@ TEST(ScanGenericBatched, OutOverloadAndInPlace) {
 }
 
 // ---- the contract: errors instead of wrong scans -------------------------------------------
-
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ascan::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 // A combine that reads one element of its operands (here: keeps the operand whose first entry is
 // larger) is not batched: the check against single pairs catches it.
