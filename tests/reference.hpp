@@ -183,6 +183,13 @@ Scan<S> pointwise(const F& f, const std::vector<Leaf<S>>& xs, int64_t dim, bool 
   return r;
 }
 
+// Entries of +-1 (seeded): products of them are exact in any association.
+inline ascan::Tensor<int64_t> random_signs(const Shape& shape, uint64_t seed) {
+  auto a = ascan::Tensor<int64_t>::random(shape, seed, 0, 1);
+  for (int64_t i = 0; i < a.numel(); ++i) a.data()[i] = 2 * a.data()[i] - 1;
+  return a;
+}
+
 // ---- generic mode: slices cut and stacked here, the combine called in a sequential loop -----
 
 template <class T>

@@ -191,8 +191,7 @@ TEST(ScanGeneric, SliceLinearRecurrenceMatchesPointwise) {
     const auto& [a2, b2] = r;
     return std::tuple{a1 * a2, a2 * b1 + b2};
   };
-  auto a = Tensor<int64_t>::random({4, 60, 5}, 1, 0, 1);
-  for (int64_t i = 0; i < a.numel(); ++i) a.data()[i] = 2 * a.data()[i] - 1;
+  const auto a = ref::random_signs({4, 60, 5}, 1);
   const auto b = Tensor<int64_t>::random({4, 60, 5}, 2, -9, 9);
   for (int64_t dim : {0, 1, 2, -1}) {
     for (bool reverse : {false, true}) {

@@ -135,13 +135,8 @@ INSTANTIATE_TEST_SUITE_P(Sizes, BatchedLength,
 // Strided slices (the scan dim not outermost): the inputs are gathered, the outputs scattered.
 TEST(ScanGenericBatched, AlongEveryDimInt64Exact) {
   const auto x = signed_permutations({3, 50, 2, 2}, 10);  // dim 1: slices [3, 2, 2] (batches of matrices)
-  const auto slice_linrec = [](const auto& l, const auto& r) {
-    const auto& [a1, b1] = l;
-    const auto& [a2, b2] = r;
-    return std::tuple{a1 * a2, a2 * b1 + b2};
-  };
-  auto a = Tensor<int64_t>::random({4, 60, 5}, 1, 0, 1);
-  for (int64_t i = 0; i < a.numel(); ++i) a.data()[i] = 2 * a.data()[i] - 1;
+  const auto& slice_linrec = ascan::linear_recurrence;  // the builtin also combines tuples of slices
+  const auto a = ref::random_signs({4, 60, 5}, 1);
   const auto b = Tensor<int64_t>::random({4, 60, 5}, 2, -9, 9);
   on_threads([&] {
     for (bool reverse : {false, true}) {
@@ -160,8 +155,7 @@ TEST(ScanGenericBatched, AlongEveryDimInt64Exact) {
 
 // Long scans along an inner dim: chained chunks written through the strided output path.
 TEST(ScanGenericBatched, LongStridedScanChainsChunks) {
-  auto x = Tensor<int64_t>::random({2, 20000, 2}, 40, 0, 1);  // slices [2, 2] of +-1: exact products
-  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = 2 * x.data()[i] - 1;
+  const auto x = ref::random_signs({2, 20000, 2}, 40);  // slices [2, 2] of +-1: exact products
   const auto times = [](const auto& a, const auto& b) { return a * b; };
   on_threads([&] {
     for (bool reverse : {false, true})

@@ -25,17 +25,6 @@
 
 namespace ascan::detail {
 
-// Rows of one leaf: row i at first + i * step (bytes), `bytes` each.
-struct RowSet {
-  char* first = nullptr;
-  std::ptrdiff_t step = 0;
-  size_t bytes = 0;
-
-  char* row(int64_t i) const { return first + i * step; }
-  // Rows start, start + stride, start + 2 * stride, ...
-  RowSet every(int64_t start, int64_t stride) const { return {row(start), step * stride, bytes}; }
-};
-
 template <size_t B>
 void copy_rows_fixed(char* d, std::ptrdiff_t ds, const char* s, std::ptrdiff_t ss, int64_t n) {
   for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * ds, s + i * ss, B);
@@ -314,30 +303,6 @@ struct BatchedGenericScan {
   }
 };
 
-// The rows of input leaf x along dim in scan order: views of x when its slices are contiguous,
-// else of one gathered copy (kept in `hold`).
-template <class T, class Outs>
-RowSet batched_input_rows(const Tensor<T>& x_in, const Outs& outs, int64_t dim, bool reverse, Tensor<T>& hold) {
-  hold = unaliased_input(x_in, outs);
-  const ScanView v = scan_view(hold.shape(), dim);
-  const size_t bytes = sizeof(T) * static_cast<size_t>(v.outer * v.inner);
-  const auto step = static_cast<std::ptrdiff_t>(bytes);
-  if (v.outer == 1) {
-    char* first = reinterpret_cast<char*>(hold.data() + (reverse ? (v.length - 1) * v.inner : 0));
-    return {first, reverse ? -step : step, bytes};
-  }
-  Shape dims{v.length};
-  const Shape slice = remove_dim(hold.shape(), dim);
-  dims.insert(dims.end(), slice.begin(), slice.end());
-  auto block = Tensor<T>::empty(dims);
-  for (int64_t o = 0; o < v.outer; ++o)
-    for (int64_t t = 0; t < v.length; ++t)
-      std::memcpy(block.data() + (reverse ? v.length - 1 - t : t) * v.outer * v.inner + o * v.inner,
-                  hold.data() + (o * v.length + t) * v.inner, sizeof(T) * v.inner);
-  hold = block;
-  return {reinterpret_cast<char*>(block.data()), step, bytes};
-}
-
 // Scans the leaves `xs` (validated as for Generic mode) into `ys` (same shapes); Leaves is a
 // std::tuple of Tensors (the flat leaves of X) or X itself for a std::vector of leaves.
 template <class X, class F, class Leaves>
@@ -359,7 +324,7 @@ void generic_batched_scan(const F& f, const X& blank, const Leaves& xs, const Le
     const int64_t numel = shape_numel(scanner.slice_shapes.back());
     scanner.slice_bytes.push_back(sizeof(T) * static_cast<size_t>(numel));
     slice_elems += numel;
-    in_rows.push_back(batched_input_rows(x, ys, dim, reverse, hold));
+    in_rows.push_back(input_rows(x, ys, dim, reverse, hold));
   });
   // Outputs whose slices are contiguous are written in place; others through a block scattered
   // at the end.
@@ -385,17 +350,11 @@ void generic_batched_scan(const F& f, const X& blank, const Leaves& xs, const Le
   const int64_t chunk = std::max<int64_t>(kBatchedChunkMinRows, kBatchedChunkBytes / std::max<int64_t>(row_bytes, 1));
   if (T_len > chunk) scanner.scan_chained(f, in_rows, T_len, out_rows, chunk);
   else scanner.scan(f, in_rows, T_len, out_rows, true);
-  zip_leaves(out_blocks, ys, [&](size_t l, const auto& block, const auto& y) {
+  zip_leaves(out_blocks, ys, [&](size_t l, const auto&, const auto& y) {
     if (!strided_out[l]) return;
-    using T = leaf_value_t<decltype(block)>;
-    const ScanView v = scan_view(y.shape(), dim);
-    T* out = const_cast<T*>(y.data());
-    for (int64_t t = 0; t < T_len; ++t) {
-      const int64_t dst = reverse ? T_len - 1 - t : t;
-      for (int64_t o = 0; o < v.outer; ++o)
-        std::memcpy(out + (o * v.length + dst) * v.inner, block.data() + (t * v.outer + o) * v.inner,
-                    sizeof(T) * v.inner);
-    }
+    const auto w = SliceWriter::of(const_cast<std::decay_t<decltype(y)>&>(y), dim);
+    for (int64_t t = 0; t < T_len; ++t)
+      w.write_bytes(reverse ? T_len - 1 - t : t, out_rows[l].row(t));
   });
 }
 

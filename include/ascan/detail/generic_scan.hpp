@@ -250,8 +250,11 @@ struct SliceWriter {
   // Copies slice `s` (shape checked by the scan: outer * inner elements) to step t.
   template <class T>
   void write(int64_t t, const Tensor<T>& s) const {
+    write_bytes(t, reinterpret_cast<const char*>(s.data()));
+  }
+  // The same from the outer * inner contiguous elements at src.
+  void write_bytes(int64_t t, const char* src) const {
     const size_t run = elem_bytes * static_cast<size_t>(view.inner);
-    const char* src = reinterpret_cast<const char*>(s.data());
     if (view.outer == 1) {
       std::memcpy(data + static_cast<size_t>(t) * run, src, run);
       return;
@@ -270,31 +273,51 @@ Tensor<T> unaliased_input(const Tensor<T>& x, const Outs& outs) {
   return shared && x.numel() > 0 ? x.clone() : x;
 }
 
-// Adds the slices of input leaf x along dim, in scan order, to `level`: views of x when they are
-// contiguous (dim is the outermost non-trivial axis), else views of one gathered copy.
-template <class X, class T, class Outs>
-void add_input_leaf(SliceLevel<X>& level, const Tensor<T>& x_in, const Outs& outs, int64_t dim, bool reverse) {
-  Tensor<T> x = unaliased_input(x_in, outs);  // (a handle: its elements are only read)
-  const ScanView v = scan_view(x.shape(), dim);
-  const Shape slice = remove_dim(x.shape(), dim);
+// Rows of one leaf: row i at first + i * step (bytes), `bytes` each.
+struct RowSet {
+  char* first = nullptr;
+  std::ptrdiff_t step = 0;
+  size_t bytes = 0;
+
+  char* row(int64_t i) const { return first + i * step; }
+  // Rows start, start + stride, start + 2 * stride, ...
+  RowSet every(int64_t start, int64_t stride) const { return {row(start), step * stride, bytes}; }
+};
+
+// The slices of input leaf x along dim, in scan order: x's own rows when they are contiguous (dim
+// is the outermost non-trivial axis), else the rows of one gathered copy. `hold` keeps the
+// storage they lie in (a copy of x when an output shares it).
+template <class T, class Outs>
+RowSet input_rows(const Tensor<T>& x_in, const Outs& outs, int64_t dim, bool reverse, Tensor<T>& hold) {
+  hold = unaliased_input(x_in, outs);  // (a handle: its elements are only read)
+  const ScanView v = scan_view(hold.shape(), dim);
   const int64_t numel = v.outer * v.inner;
   const size_t bytes = sizeof(T) * static_cast<size_t>(numel);
   const auto step = static_cast<std::ptrdiff_t>(bytes);
   if (v.outer == 1) {
-    T* first = x.data() + (reverse ? (v.length - 1) * v.inner : 0);
-    level.add_leaf({TensorAccess<T>::make_view_header(x, slice.data(), slice.size()),
-                    reinterpret_cast<char*>(first), reverse ? -step : step, bytes, numel});
-    return;
+    T* first = hold.data() + (reverse ? (v.length - 1) * v.inner : 0);
+    return {reinterpret_cast<char*>(first), reverse ? -step : step, bytes};
   }
   Shape dims{v.length};
+  const Shape slice = remove_dim(hold.shape(), dim);
   dims.insert(dims.end(), slice.begin(), slice.end());
   auto block = Tensor<T>::empty(dims);
   for (int64_t o = 0; o < v.outer; ++o)
     for (int64_t t = 0; t < v.length; ++t)
       std::memcpy(block.data() + (reverse ? v.length - 1 - t : t) * numel + o * v.inner,
-                  x.data() + (o * v.length + t) * v.inner, sizeof(T) * v.inner);
-  level.add_leaf({TensorAccess<T>::make_view_header(block, slice.data(), slice.size()),
-                  reinterpret_cast<char*>(block.data()), step, bytes, numel});
+                  hold.data() + (o * v.length + t) * v.inner, sizeof(T) * v.inner);
+  hold = block;
+  return {reinterpret_cast<char*>(block.data()), step, bytes};
+}
+
+// Adds the slices of input leaf x along dim, in scan order, to `level` (views of input_rows).
+template <class X, class T, class Outs>
+void add_input_leaf(SliceLevel<X>& level, const Tensor<T>& x_in, const Outs& outs, int64_t dim, bool reverse) {
+  Tensor<T> hold;
+  const RowSet rows = input_rows(x_in, outs, dim, reverse, hold);
+  const Shape slice = remove_dim(x_in.shape(), dim);
+  level.add_leaf({TensorAccess<T>::make_view_header(hold, slice.data(), slice.size()), rows.first, rows.step,
+                  rows.bytes, static_cast<int64_t>(rows.bytes / sizeof(T))});
 }
 
 // Scans the flat leaves `xs` (each already validated: rank > dim, equal length T on dim) into
