@@ -219,6 +219,65 @@ TEST(AdScan, ColumnSweepAndSegmentSweepAgree) {
   }
 }
 
+// Rows of fewer than 16 lanes run the column sweep's lane loops over 8 or 16 lanes. Packed rows
+// ([T, R]: a step's lanes next to the following step's) are read and written in place as
+// windows reaching into the steps swept after them, the first steps of a column through staging
+// buffers; other layouts are staged at every step. Every width 3..16 in both directions, short
+// columns (every step staged), several columns at once on two threads (a window must not reach
+// into another column), layouts that are not packed, leaves of 1 and 4 components, leaves
+// constant over the lanes or along the scan: against the segment sweep, an independent
+// algorithm, in float64.
+TEST(AdScan, ColumnSweepNarrowRows) {
+  for (bool rev : {false, true}) {
+    for (int64_t R = 3; R <= 16; ++R) {
+      expect_paths_agree<2>(ascan::linear_recurrence, {uniform({41, R}, R, -1.0, 1.0), randn({41, R}, 100 + R)}, 0, rev,
+                            200 + R);
+    }
+    for (int64_t T : {1, 2, 3, 4})
+      expect_paths_agree<2>(ascan::linear_recurrence, {uniform({T, 3}, 1, -1.0, 1.0), randn({T, 3}, 2)}, 0, rev, 3);
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({3, 40, 7}, 4, -1.0, 1.0), randn({3, 40, 7}, 5)}, 1, rev, 6);
+    // Leaves broadcast over the middle dim: runs of 3 lanes 12 apart (not packed), 4 columns.
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({30, 1, 3}, 7, -1.0, 1.0), randn({30, 4, 3}, 8)}, 0, rev, 9);
+    expect_paths_agree<1>(ascan::logaddexp, {randn({60, 5}, 13)}, 0, rev, 14);
+    expect_paths_agree<4>(s5, {uniform({40, 6}, 15, -0.7, 0.7), uniform({40, 6}, 16, -0.7, 0.7), randn({40, 6}, 17),
+                               randn({40, 6}, 18)}, 0, rev, 19);
+    // A decay constant over the lanes (one value per step), and one constant along the scan
+    // (read through the staging buffer at every step; its gradient summed per lane).
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({50, 1}, 20, 0.3, 0.9), randn({50, 7}, 21)}, 0, rev, 22);
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({1, 7}, 23, 0.3, 0.9), randn({50, 7}, 24)}, 0, rev, 25);
+  }
+}
+
+// The same narrow rows through the tape against float64 finite differences, and with a loss on
+// one output only (no upstream gradient for the other) against the recurrence as a loop on
+// the tape.
+TEST(AdScan, NarrowRowsGradients) {
+  const ascan::ad::GradcheckOptions fast{.fast = true, .num_directions = 6};
+  for (bool rev : {false, true}) {
+    EXPECT_GRADCHECK([rev](const auto& x) {
+      return ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, 0, {.reverse = rev});
+    }, {uniform({37, 7}, 1, -1.0, 1.0), randn({37, 7}, 2)}, fast);
+    EXPECT_GRADCHECK([rev](const auto& x) {
+      return ascan::associative_scan(welford, std::tuple{x[0], x[1], x[2]}, 1, {.reverse = rev});
+    }, {uniform({2, 19, 5}, 3, 1.0, 3.0), randn({2, 19, 5}, 4), uniform({2, 19, 5}, 5, 0.0, 1.0)}, fast);
+  }
+  const int64_t T = 60, R = 7;
+  const TD a = uniform({1, R}, 6, 0.5, 0.99), b = randn({T, R}, 7), w = randn({T, R}, 8);
+  VD va = ad::param(a), vb = ad::param(b);
+  auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{va, vb}, 0);
+  ad::backward(ad::sum(yb * ad::constant(w)));
+  VD va2 = ad::param(a), vb2 = ad::param(b), h;
+  std::vector<VD> hs;
+  for (int64_t t = 0; t < T; ++t) {
+    VD bt = ad::select(vb2, 0, t);
+    h = t == 0 ? bt : ad::select(va2, 0, 0) * h + bt;
+    hs.push_back(h);
+  }
+  ad::backward(ad::sum(ad::stack(hs, 0) * ad::constant(w)));
+  EXPECT_TRUE(ascan::allclose(vb.grad(), vb2.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(ascan::allclose(va.grad(), va2.grad(), 1e-12, 1e-12));
+}
+
 // Long columns are cut into segments of 512 steps, chained by their (M, c): lengths with a short
 // last segment, every leaf kind (full, constant along the axis and summed across segments,
 // constant over the lanes), both directions, against float64 finite differences; and against the
