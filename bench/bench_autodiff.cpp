@@ -125,7 +125,8 @@ void register_all() {
   const std::pair<const char*, Case> cases[] = {
       {"cumsum", Case::cumsum}, {"linrec", Case::linrec}, {"discounted", Case::discounted}};
   const std::pair<const char*, Layout> layouts[] = {
-      {"T4096_inner1024", {kT, kInner}}, {"T4194304", {1 << 22, 1}}, {"T599186_inner7", {599186, 7}}};
+      {"T4096_inner1024", {kT, kInner}}, {"T4194304", {1 << 22, 1}}, {"T16384_inner256", {16384, 256}},
+      {"T599186_inner7", {599186, 7}}};
   for (const auto& [lname, layout] : layouts)
     for (const auto& [name, c] : cases) {
       const std::string n = std::string(name) + "/" + lname + "/";

@@ -229,7 +229,7 @@ TEST(AdScan, ColumnSweepAndSegmentSweepAgree) {
 // algorithm, in float64.
 TEST(AdScan, ColumnSweepNarrowRows) {
   for (bool rev : {false, true}) {
-    // 32 and 64 lanes: items of a constant 32 lanes (64 on two threads: two items).
+    // 32 and 64 lanes: runs under 1024 lanes are swept in items of 16.
     for (int64_t R : {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 32, 64}) {
       expect_paths_agree<2>(ascan::linear_recurrence, {uniform({41, R}, R, -1.0, 1.0), randn({41, R}, 100 + R)}, 0, rev,
                             200 + R);

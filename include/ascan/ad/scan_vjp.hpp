@@ -179,9 +179,16 @@ struct SweepLanes {
   static constexpr int64_t max = std::clamp<int64_t>(int64_t(32768 / (sizeof(T) * (L * L + 4 * L))) / 16 * 16, 16, 512);
 };
 
+// Runs narrower than this are swept in items of 16 lanes (a constant lane count, see
+// kPaddedLanes): items of 64..256 lanes with a runtime count ran at 0.5-0.7 of that speed
+// ([T, 256]: 3.5 vs 2.1 ns per element, [T, 128]: 3.2 vs 2.5), while [T, 1024] runs best as
+// two items of 512 (1.7 vs 3.1 ns in items of 32).
+inline constexpr int64_t kMinRunForWideItems = 1024;
+
 // Lanes per work item: up to `max_lanes` of one run, fewer when that would leave threads idle.
 // Only the split depends on the thread count; every lane's arithmetic does not.
 inline int64_t sweep_lanes(int64_t run, int64_t columns, int64_t max_lanes) {
+  if (run < kMinRunForWideItems) return std::min<int64_t>(run, 16);
   int64_t chunks = (run + max_lanes - 1) / max_lanes;
   const int64_t threads = ascan::num_threads();
   if (columns * chunks < threads) chunks = std::min((run + 15) / 16, (threads + columns - 1) / columns);
@@ -217,9 +224,7 @@ ASCAN_ALWAYS_INLINE void copy_short(const T* src, T* dst, int64_t m) {
 // steps swept after this one (lower indices forward, higher in reverse): pad lanes read real
 // neighbouring elements, and what they write there is overwritten when that step comes. Steps
 // whose window would leave the column, and layouts that are not packed, are staged through
-// small buffers (copying every row measured 2x slower than the windows). Items of exactly 32
-// lanes ([T, 64] on two threads) also get a constant count: 2x faster than the runtime loop
-// there, while wider items measured no gain from it.
+// small buffers (copying every row measured 2x slower than the windows).
 inline constexpr int64_t kPaddedLanes = 16;
 inline constexpr int64_t kSweepPrefetchBytes = 1024;  // how far ahead (per stream) items fetch their rows
 
@@ -398,8 +403,6 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
         sweep(std::integral_constant<int64_t, kPaddedLanes / 2>{});
       } else if (w <= kPaddedLanes) {
         sweep(std::integral_constant<int64_t, kPaddedLanes>{});
-      } else if (w == 2 * kPaddedLanes) {  // two items of [T, 64] (2x faster than a runtime count)
-        sweep(std::integral_constant<int64_t, 2 * kPaddedLanes>{});
       } else {
         sweep(w);
       }
