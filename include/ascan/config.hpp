@@ -12,7 +12,9 @@
 #if defined(__GNUC__) || defined(__clang__)
 #define ASCAN_RESTRICT __restrict__
 #define ASCAN_ALWAYS_INLINE inline __attribute__((always_inline))
+#define ASCAN_INLINE_LAMBDA __attribute__((always_inline))  // [&](auto x) ASCAN_INLINE_LAMBDA { ... }
 #else
 #define ASCAN_RESTRICT
 #define ASCAN_ALWAYS_INLINE inline
+#define ASCAN_INLINE_LAMBDA
 #endif
