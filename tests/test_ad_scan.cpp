@@ -477,10 +477,13 @@ TEST(AdScan, ColumnSweepWithBroadcastLeaves) {
 // D = 1 / (1 - 0.99) = 100 terms, each term a product of up to D float32 factors: the worst-case
 // rounding error is about u32 * D relative to the largest gradient (u32 = 2^-24), independent
 // of T — the blocked scan does not accumulate error along the whole sequence.
+// The same for rows: [T, 7] (8 vector lanes, one of them padding) and [T, 256] (items of 16 lanes)
+// take the column sweep.
 TEST(AdScan, Float32GradientsMatchFloat64) {
   const double u32 = 0x1.0p-24, depth = 100;
-  for (int64_t T : {1000, 100000}) {
-    const TD a64 = uniform({T}, 1, 0.5, 0.99), b64 = randn({T}, 2), w64 = randn({T}, 3);
+  for (const ascan::Shape& shape : {ascan::Shape{1000}, ascan::Shape{100000}, ascan::Shape{20000, 7}, ascan::Shape{3000, 256}}) {
+    const int64_t T = shape.front(), n = ascan::shape_numel(shape);
+    const TD a64 = uniform(shape, 1, 0.5, 0.99), b64 = randn(shape, 2), w64 = randn(shape, 3);
     auto grads = [&](auto tag) {
       using S = decltype(tag);
       auto a = ad::param(a64.cast<S>()), b = ad::param(b64.cast<S>());
@@ -491,13 +494,13 @@ TEST(AdScan, Float32GradientsMatchFloat64) {
     const auto [ga32, gb32] = grads(float{});
     const auto [ga64, gb64] = grads(double{});
     double scale_a = 0, scale_b = 0;
-    for (int64_t i = 0; i < T; ++i) {
-      scale_a = std::max(scale_a, std::abs(ga64(i)));
-      scale_b = std::max(scale_b, std::abs(gb64(i)));
+    for (int64_t i = 0; i < n; ++i) {
+      scale_a = std::max(scale_a, std::abs(ga64.data()[i]));
+      scale_b = std::max(scale_b, std::abs(gb64.data()[i]));
     }
-    for (int64_t i = 0; i < T; ++i) {
-      ASSERT_NEAR(gb32(i), gb64(i), u32 * depth * scale_b) << "T=" << T << " i=" << i;
-      ASSERT_NEAR(ga32(i), ga64(i), u32 * depth * scale_a) << "T=" << T << " i=" << i;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(gb32.data()[i], gb64.data()[i], u32 * depth * scale_b) << "T=" << T << " i=" << i;
+      ASSERT_NEAR(ga32.data()[i], ga64.data()[i], u32 * depth * scale_a) << "T=" << T << " i=" << i;
     }
   }
 }
