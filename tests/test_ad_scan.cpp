@@ -249,6 +249,26 @@ TEST(AdScan, ColumnSweepNarrowRows) {
   }
 }
 
+// Many columns of one lane, contiguous along the scan ([B, T] scanned along T, B >= 256): the
+// segment sweep with each column one whole segment (its first pass skipped, operands staged by
+// register transposes), against the column sweep (one padded lane per column); through the
+// tape against float64 finite differences.
+TEST(AdScan, ManyColumnsAlongTheScan) {
+  const ascan::ad::GradcheckOptions fast{.fast = true, .num_directions = 6};
+  for (bool rev : {false, true}) {
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({300, 40}, 1, -1.0, 1.0), randn({300, 40}, 2)}, 1, rev, 3);
+    // Columns longer than a segment of 512 steps, decays near 1.
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({260, 600}, 4, 0.99, 0.999), randn({260, 600}, 5)}, 1, rev,
+                          6);
+    // One decay for all (its gradient summed over every step and column).
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({1, 1}, 7, 0.3, 0.9), randn({256, 50}, 8)}, 1, rev, 9);
+    expect_paths_agree<1>(ascan::logaddexp, {randn({270, 33}, 10)}, 1, rev, 11);
+    EXPECT_GRADCHECK([rev](const auto& x) {
+      return ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, 1, {.reverse = rev});
+    }, {uniform({256, 9}, 12, -1.0, 1.0), randn({256, 9}, 13)}, fast);
+  }
+}
+
 // The same narrow rows through the tape against float64 finite differences, and with a loss on
 // one output only (no upstream gradient for the other) against the recurrence as a loop on
 // the tape.

@@ -414,7 +414,8 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
 
 // The adjoint for few long columns (one long sequence, rows of two lanes): each column is cut
 // into segments of kSegmentSteps steps, and the segments of all columns are the lanes of a
-// sweep, kLanesPerTile at a time. Two sweeps over each tile's data (the second from L2) and no per-step arrays:
+// sweep, kLanesPerTile at a time. With many columns (kMinColumnsForSweep or more) each column is
+// one whole segment and step 1 is skipped. Two sweeps over each tile's data (the second from L2) and no per-step arrays:
 //   1. per segment [t0, t1), walking backwards from zero: g_s = c_s + M_s g_{t1} with
 //      c_s = ḡ_s + A_{s+1}ᵀ c_{s+1} and M_s = A_{s+1}ᵀ M_{s+1} (c = 0, M = I at t1);
 //   2. g_{t1} of every segment from its successor's (c, M), chained from tile to tile (O(lanes));
@@ -449,7 +450,10 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   constexpr int64_t VW = Tile::VW, Q = Tile::Q;
   const int64_t T_len = plan.length, R = plan.run, step = plan.out_t_stride;
   const int64_t N = plan.num_columns * R;  // columns of the output, one lane each
-  const int64_t seg = std::min(T_len, kSegmentSteps), S = (T_len + seg - 1) / seg;
+  // Many columns: each is one segment (one lane of the sweep), so the first pass has nothing to
+  // chain and is skipped.
+  const bool whole_columns = N >= kMinColumnsForSweep;
+  const int64_t seg = whole_columns ? T_len : std::min(T_len, kSegmentSteps), S = (T_len + seg - 1) / seg;
   const int64_t last_len = T_len - (S - 1) * seg;
   Outs outs(plan, xs, need);
   // Element offsets of column n at index 0: in the output and in each leaf.
@@ -813,7 +817,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
       if (p >= tiles) return;
       try {
         set_tile(tile_at(p), r);
-        pass1(r, *state);
+        if (S > 1) pass1(r, *state);  // one segment per column: g_{t1} = 0, A_{t1} = 0 (a_end)
         if (p > 0 && !ascan::detail::wait_published(done[p - 1], failed)) return;
         pass2(r);
         done[p].store(1, std::memory_order_release);
@@ -840,9 +844,10 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
 //   plan: the scan's plan (output shape, axis, broadcast layout of xs); xs: the leaves as given;
 //   ys: outputs; gbar: upstream gradients (a default-constructed tensor for zero); need: which
 //   gradients to return (the others are default tensors).
-// Many independent columns or rows of 3 or more lanes take the one-pass column sweep, few long
-// narrow ones the segment sweep; the choice depends on the shape only, so gradients do not
-// depend on the thread count.
+// Rows of 3 or more lanes and many columns of two lanes (or strided ones) take the one-pass
+// column sweep; one long sequence, few long narrow columns and many contiguous one-lane columns
+// the segment sweep; the choice depends on the shape only, so gradients do not depend on the
+// thread count.
 template <class Elem, size_t L, class T, class F>
 std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::PointwisePlan& plan,
                                           const std::vector<Tensor<T>>& xs, const std::vector<Tensor<T>>& ys,
@@ -866,7 +871,12 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
     }
     return dx;
   }
-  if (plan.num_columns * plan.run >= kMinColumnsForSweep || plan.run >= kMinRunForColumns)
+  // Many columns of one lane, contiguous along the scan ([B, T] scanned along T), take the segment
+  // sweep with whole columns as its lanes (one pass, staged by register transposes): the column
+  // sweep would run one real lane of 8 per column (discounted return on [512, 8192]: 95 -> 35 ms
+  // backward in alternating runs under load; the linear recurrence about equal, 48 vs 45 ms).
+  const bool lanes_across_columns = plan.run == 1 && plan.out_t_stride == 1;
+  if (plan.run >= kMinRunForColumns || (plan.num_columns * plan.run >= kMinColumnsForSweep && !lanes_across_columns))
     return pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
   return pointwise_vjp_segments<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
 }
