@@ -873,8 +873,8 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
   }
   // Many columns of one lane, contiguous along the scan ([B, T] scanned along T), take the segment
   // sweep with whole columns as its lanes (one pass, staged by register transposes): the column
-  // sweep would run one real lane of 8 per column (discounted return on [512, 8192]: 95 -> 35 ms
-  // backward in alternating runs under load; the linear recurrence about equal, 48 vs 45 ms).
+  // sweep would run one real lane of 8 per column (discounted return on [512, 8192]: 45 -> 15 ms
+  // backward in alternating runs; the linear recurrence about equal, 19.6 vs 18.9 ms).
   const bool lanes_across_columns = plan.run == 1 && plan.out_t_stride == 1;
   if (plan.run >= kMinRunForColumns || (plan.num_columns * plan.run >= kMinColumnsForSweep && !lanes_across_columns))
     return pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
