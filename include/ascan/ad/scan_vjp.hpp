@@ -184,12 +184,13 @@ struct SweepLanes {
 // ([T, 256]: 3.5 vs 2.1 ns per element, [T, 128]: 3.2 vs 2.5), while [T, 1024] runs best as
 // two items of 512 (1.7 vs 3.1 ns in items of 32).
 inline constexpr int64_t kMinRunForWideItems = 1024;
+inline constexpr int64_t kPaddedLanes = 16;  // narrower items run padded to 8 or 16 lanes
 
 // Lanes per work item: 16 for runs under kMinRunForWideItems, otherwise up to `max_lanes` of one
 // run, fewer when that would leave threads idle. Only the split depends on the thread count;
 // every lane's arithmetic does not.
 inline int64_t sweep_lanes(int64_t run, int64_t columns, int64_t max_lanes) {
-  if (run < kMinRunForWideItems) return std::min<int64_t>(run, 16);
+  if (run < kMinRunForWideItems) return std::min(run, kPaddedLanes);
   int64_t chunks = (run + max_lanes - 1) / max_lanes;
   const int64_t threads = ascan::num_threads();
   if (columns * chunks < threads) chunks = std::min((run + 15) / 16, (threads + columns - 1) / columns);
@@ -226,8 +227,7 @@ ASCAN_ALWAYS_INLINE void copy_short(const T* src, T* dst, int64_t m) {
 // neighbouring elements, and what they write there is overwritten when that step comes. Steps
 // whose window would leave the column, and layouts that are not packed, are staged through
 // small buffers (copying every row measured 2x slower than the windows).
-inline constexpr int64_t kPaddedLanes = 16;
-inline constexpr int64_t kSweepPrefetchBytes = 1024;  // how far ahead (per stream) items fetch their rows
+inline constexpr int64_t kSweepPrefetchBytes = 1024;  // how far ahead (per stream) padded items fetch rows
 
 template <class Elem, size_t L, class T, class F>
 std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::PointwisePlan& plan,
@@ -415,7 +415,8 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
 // The adjoint for few long columns (one long sequence, rows of two lanes): each column is cut
 // into segments of kSegmentSteps steps, and the segments of all columns are the lanes of a
 // sweep, kLanesPerTile at a time. With many columns (kMinColumnsForSweep or more) each column is
-// one whole segment and step 1 is skipped. Two sweeps over each tile's data (the second from L2) and no per-step arrays:
+// one whole segment and step 1 is skipped. Two sweeps over each tile's data (the second from
+// L2) and no per-step arrays:
 //   1. per segment [t0, t1), walking backwards from zero: g_s = c_s + M_s g_{t1} with
 //      c_s = ḡ_s + A_{s+1}ᵀ c_{s+1} and M_s = A_{s+1}ᵀ M_{s+1} (c = 0, M = I at t1);
 //   2. g_{t1} of every segment from its successor's (c, M), chained from tile to tile (O(lanes));
