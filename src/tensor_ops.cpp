@@ -1,6 +1,8 @@
 // tensor_ops.cpp — eager Tensor arithmetic, compiled once per element type, through Eigen.
 #include "ascan/tensor_ops.hpp"
 
+#include "ascan/config.hpp"
+
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -105,7 +107,7 @@ Tensor<T> binary(const Tensor<T>& a, const Tensor<T>& b, const char* name, Op op
 // where Eigen's dynamic-size path costs more than the arithmetic. Each element is summed over k in
 // order, so a product does not depend on where it runs.
 template <class T, int M, int K, int N>
-void small_product_fixed(const T* a, const T* b, T* o) {
+void small_product_fixed(const T* ASCAN_RESTRICT a, const T* ASCAN_RESTRICT b, T* ASCAN_RESTRICT o) {
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
       T s = a[i * K] * b[j];
@@ -114,7 +116,8 @@ void small_product_fixed(const T* a, const T* b, T* o) {
     }
 }
 template <class T>
-void small_product(const T* a, const T* b, T* o, int64_t m, int64_t k, int64_t n) {
+void small_product(const T* ASCAN_RESTRICT a, const T* ASCAN_RESTRICT b, T* ASCAN_RESTRICT o, int64_t m, int64_t k,
+                   int64_t n) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       T s = a[i * k] * b[j];
@@ -127,14 +130,18 @@ constexpr int64_t kSmallProduct = 512;  // m * k * n up to this: the plain loops
 // `count` products o_i = a_i · b_i, operands advancing by step_a / step_b elements (0: one
 // operand for all), with the size dispatch hoisted out of the loop (a batch of 2x2 products,
 // as a batched Generic-mode combine makes, costs the arithmetic). Every product is computed as a
-// single one would be.
+// single one would be. o is a fresh output that overlaps neither operand: without the restrict
+// qualifiers GCC keeps every product scalar (the store to o may change a or b), with them
+// [4096, 2, 2] float32 products take 0.6 instead of 2.6-3.2 ns each, [4096, 4, 4] 3.2 instead
+// of 6.0 (float64: 1.6 instead of 2.7, 9.3 instead of 15.4).
 template <class T, int M, int K, int N>
-void small_products_fixed(const T* a, const T* b, T* o, int64_t count, int64_t step_a, int64_t step_b) {
+void small_products_fixed(const T* ASCAN_RESTRICT a, const T* ASCAN_RESTRICT b, T* ASCAN_RESTRICT o, int64_t count,
+                          int64_t step_a, int64_t step_b) {
   for (int64_t i = 0; i < count; ++i) small_product_fixed<T, M, K, N>(a + i * step_a, b + i * step_b, o + i * M * N);
 }
 template <class T>
-void products(const T* a, const T* b, T* o, int64_t m, int64_t k, int64_t n, int64_t count,
-              int64_t step_a, int64_t step_b) {
+void products(const T* ASCAN_RESTRICT a, const T* ASCAN_RESTRICT b, T* ASCAN_RESTRICT o, int64_t m, int64_t k,
+              int64_t n, int64_t count, int64_t step_a, int64_t step_b) {
   if (k > 0 && m * k * n <= kSmallProduct) {
     if (m == k && k == n) {
       switch (m) {

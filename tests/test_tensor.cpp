@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -201,6 +202,50 @@ TEST(TensorOps, MatmulSmallAndLargeSizesMatchLoop) {
   const auto a = Tensor<int64_t>::random({5, 3, 3}, 40, -9, 9), b = Tensor<int64_t>::random({5, 3, 3}, 41, -9, 9);
   const auto ab = matmul(a, b);
   for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(select(ab, 0, i), reference(select(a, 0, i), select(b, 0, i)));
+}
+
+// Long batches of small float products (the loops the compiler vectorises across the batch), with
+// one operand shared by the batch or not, equal the same products one at a time bitwise (a product
+// does not depend on the batch it is computed in), and a float64 loop within the rounding bound
+// k * eps * sum_q |a_iq b_qj|.
+template <class T>
+void expect_product_near_f64(const Tensor<T>& o, const Tensor<T>& a, const Tensor<T>& b) {
+  const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0, mag = 0;
+      for (int64_t q = 0; q < k; ++q) {
+        const double p = double(a.data()[i * k + q]) * double(b.data()[q * n + j]);
+        s += p;
+        mag += std::abs(p);
+      }
+      EXPECT_NEAR(o.data()[i * n + j], s, double(k) * std::numeric_limits<T>::epsilon() * mag) << i << "," << j;
+    }
+}
+template <class T>
+void expect_batched_products_equal_single() {
+  for (const int64_t n : {2, 3, 4}) {
+    for (const int64_t count : {1, 7, 64, 1001}) {
+      SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(n) + " x " + std::to_string(count));
+      const auto a = Tensor<T>::randn({count, n, n}, 50 + n), b = Tensor<T>::randn({count, n, n}, 60 + n);
+      const auto shared = Tensor<T>::randn({n, n}, 70 + n), v = Tensor<T>::randn({count, n, 1}, 80 + n);
+      const auto ab = matmul(a, b), sb = matmul(shared, b), as = matmul(a, shared), av = matmul(a, v);
+      for (int64_t i = 0; i < count; ++i) {
+        const auto ai = select(a, 0, i), bi = select(b, 0, i), vi = select(v, 0, i);
+        EXPECT_EQ(select(ab, 0, i), matmul(ai, bi));
+        EXPECT_EQ(select(sb, 0, i), matmul(shared, bi));
+        EXPECT_EQ(select(as, 0, i), matmul(ai, shared));
+        EXPECT_EQ(select(av, 0, i), matmul(ai, vi));
+        expect_product_near_f64(select(ab, 0, i), ai, bi);
+        expect_product_near_f64(select(av, 0, i), ai, vi);
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+}
+TEST(TensorOps, BatchedSmallProductsEqualSingleProducts) {
+  expect_batched_products_equal_single<float>();
+  expect_batched_products_equal_single<double>();
 }
 
 TEST(TensorOps, BroadcastingArithmetic) {
