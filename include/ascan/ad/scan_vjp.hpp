@@ -423,21 +423,46 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
 //   3. per segment again from the true g_{t1}: g_s and ∂x_s = B_sᵀ g_s, as in the column sweep.
 // The lanes' operands are staged kStageSteps steps at a time: each lane copies its stretch of
 // every stream (sequential reads the prefetchers follow and the core overlaps) into step-major
-// tile buffers, which the lane loops read contiguously. A tile holds segments of one length (the
-// columns' last segments, which may be shorter, have tiles of their own) and always VW lanes
-// (the last tile repeats a lane and drops its results), so the lane loops are straight-line
-// code over a constant count and vectorise. Segment lengths depend on T only, so the gradients
-// do not depend on the thread count.
+// tile buffers, which the lane loops read contiguously. When step 1 runs, the buffers hold the
+// whole segment: step 3 reads them as step 1 left them instead of staging every stream again
+// (segments are shortened so that the buffers stay within kResidentBytes, about a third of L2).
+// A tile holds segments of one length (the columns' last segments, which may be shorter, have
+// tiles of their own) and always VW lanes (the last tile repeats a lane and drops its results),
+// so the lane loops are straight-line code over a constant count and vectorise. Segment lengths
+// depend on T, L and the element type only, so the gradients do not depend on the thread count.
 inline constexpr int64_t kSegmentSteps = 512;
 inline constexpr int64_t kLanesPerTile = 16;
 inline constexpr int64_t kStageSteps = 32;
+inline constexpr int64_t kResidentBytes = int64_t{192} << 10;
+
+template <class T, size_t L>
+constexpr int64_t segment_steps() {
+  constexpr int64_t fit = kResidentBytes / (3 * int64_t{L} * kLanesPerTile * int64_t{sizeof(T)});
+  return std::clamp<int64_t>(fit / kStageSteps * kStageSteps, 2 * kStageSteps, kSegmentSteps);
+}
 
 template <class T, size_t L>
 struct SegmentTile {
   static constexpr int64_t VW = kLanesPerTile, Q = kStageSteps;
-  int64_t w = 0, len = 0;                              // lanes with results, steps per lane
-  std::array<int64_t, VW> v, n, t0;                    // lane j: segment v = n * S + k from t0
-  std::array<std::array<std::array<T, VW>, Q>, L> gb, left, right, d;  // [leaf][step in stage][lane]
+  int64_t w = 0, len = 0;            // lanes with results, steps per lane
+  std::array<int64_t, VW> v, n, t0;  // lane j: segment v = n * S + k from t0
+  // Staged operands of leaf l: gb[l][step * VW + lane] for `steps` steps (a stage, or a whole
+  // segment); ∂x of the current stage: d[l][step in stage][lane].
+  std::array<T*, L> gb, left, right;
+  std::array<std::array<std::array<T, VW>, Q>, L> d;
+  explicit SegmentTile(int64_t steps) : store(new T[3 * L * steps * VW + 64 / sizeof(T)]) {
+    constexpr size_t align = 64;
+    T* base = store.get();
+    base += (align - reinterpret_cast<uintptr_t>(base) % align) % align / sizeof(T);
+    for (size_t l = 0; l < L; ++l) {
+      gb[l] = base + (3 * l + 0) * steps * VW;
+      left[l] = base + (3 * l + 1) * steps * VW;
+      right[l] = base + (3 * l + 2) * steps * VW;
+    }
+  }
+
+ private:
+  std::unique_ptr<T[]> store;  // default-initialised: no zeroing
 };
 
 template <class Elem, size_t L, class T, class F>
@@ -454,7 +479,10 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   // Many columns: each is one segment (one lane of the sweep), so the first pass has nothing to
   // chain and is skipped.
   const bool whole_columns = N >= kMinColumnsForSweep;
-  const int64_t seg = whole_columns ? T_len : std::min(T_len, kSegmentSteps), S = (T_len + seg - 1) / seg;
+  const int64_t seg = whole_columns ? T_len : std::min(T_len, segment_steps<T, L>()), S = (T_len + seg - 1) / seg;
+  // With step 1 (more than one segment per column) the tile buffers hold whole segments.
+  const bool resident = S > 1;
+  const int64_t buffer_steps = resident ? (seg + Q - 1) / Q * Q : Q;
   const int64_t last_len = T_len - (S - 1) * seg;
   Outs outs(plan, xs, need);
   // Element offsets of column n at index 0: in the output and in each leaf.
@@ -533,16 +561,16 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   // capture by reference, which would be reloaded after every copy (that made staging 2x
   // slower than the arithmetic it feeds).
   const auto stage_run = [&](Tile& r, int64_t j, int64_t m, int64_t q0, int64_t qn) {
-    const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0, ydir = dir * step;
+    const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0, ydir = dir * step, row0 = (resident ? q0 : 0) * VW;
     for (size_t l = 0; l < L; ++l) {
       const int64_t xdir = dir * x_step[l];
       const T* yrow = y_ptr[l] + ob + at(s0) * step;  // rows of step s0
       const T* xrow = x_ptr[l] + leaf_base[r.n[j]][l] + at(s0) * x_step[l];
       const T* grow = g_ptr[l] ? g_ptr[l] + ob + at(s0) * step : nullptr;
       const bool x_lanes = plan.leaves[l].lane_contiguous;
-      T* left = &r.left[l][0][j];
-      T* right = &r.right[l][0][j];
-      T* gb = &r.gb[l][0][j];
+      T* left = r.left[l] + row0 + j;
+      T* right = r.right[l] + row0 + j;
+      T* gb = r.gb[l] + row0 + j;
       // Step s reads y at index at(s - 1); step 0 has no y_{-1} and reads y_0 (its A is unused).
       copy_short(s0 > 0 ? yrow - ydir : yrow, left, m);
       for (int64_t qq = 1; qq < qn; ++qq) copy_short(yrow + (qq - 1) * ydir, left + qq * VW, m);
@@ -585,6 +613,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   for (size_t l = 0; l < L; ++l) unit_steps = unit_steps && (x_step[l] == 1 || x_step[l] == -1 || x_step[l] == 0);
   const auto stage_block = [&](Tile& r, int64_t j0, int64_t q0) {
     if constexpr (TV > 0) {
+      const int64_t row0 = resident ? q0 : 0;
       for (size_t l = 0; l < L; ++l) {
         const int64_t ydir = dir * step, xdir = dir * x_step[l];
         std::array<const T*, TV> ysrc, xsrc, gsrc;
@@ -597,12 +626,12 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
         if (xdir == 0) {  // a leaf constant along the scan (a decay of shape [1, 1])
           std::array<T, TV> v;
           for (int64_t i = 0; i < TV; ++i) v[i] = *xsrc[i];
-          for (int64_t k = 0; k < Q; ++k) std::copy(v.begin(), v.end(), &r.right[l][k][j0]);
+          for (int64_t k = 0; k < Q; ++k) std::copy(v.begin(), v.end(), r.right[l] + (row0 + k) * VW + j0);
         }
         for (int64_t k = 0; k < Q; k += TV) {
-          BT::gather(ysrc, ydir, &r.left[l][k][j0], VW);
-          if (xdir != 0) BT::gather(xsrc, xdir, &r.right[l][k][j0], VW);
-          if (g_ptr[l]) BT::gather(gsrc, ydir, &r.gb[l][k][j0], VW);
+          BT::gather(ysrc, ydir, r.left[l] + (row0 + k) * VW + j0, VW);
+          if (xdir != 0) BT::gather(xsrc, xdir, r.right[l] + (row0 + k) * VW + j0, VW);
+          if (g_ptr[l]) BT::gather(gsrc, ydir, r.gb[l] + (row0 + k) * VW + j0, VW);
           for (int64_t i = 0; i < TV; ++i) {
             ysrc[i] += TV * ydir;
             xsrc[i] += TV * xdir;
@@ -610,7 +639,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
           }
         }
         if (!g_ptr[l])
-          for (int64_t k = 0; k < Q; ++k) std::fill_n(&r.gb[l][k][j0], TV, T(0));
+          for (int64_t k = 0; k < Q; ++k) std::fill_n(r.gb[l] + (row0 + k) * VW + j0, TV, T(0));
       }
     }
   };
@@ -633,13 +662,14 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
     for (int64_t j = 0; j < VW; ++j)
       if (j == 0 || r.t0[j] != r.t0[j - 1] || r.n[j] != r.n[j - 1] + 1 || j + 1 == VW) prefetch_lane(r, j, q0);
   };
-  // Walks a tile's steps from its last to its first, staging Q at a time: lanes(qq) is the lane
-  // loop of one step, done(q0, qn) runs after each stage.
-  const auto walk = [&](Tile& r, const auto& lanes, const auto& done) {
+  // Walks a tile's steps from its last to its first, Q at a time, staging them unless `staged`
+  // (resident buffers filled by step 1): lanes(row, qq) is the lane loop of step q0 + qq, whose
+  // operands are at buffer row `row`; done(q0, qn) runs after each stage.
+  const auto walk = [&](Tile& r, bool staged, const auto& lanes, const auto& done) {
     for (int64_t q0 = (r.len - 1) / Q * Q; q0 >= 0; q0 -= Q) {
-      const int64_t qn = std::min(Q, r.len - q0);
-      stage(r, q0, qn);
-      for (int64_t qq = qn - 1; qq >= 0; --qq) lanes(qq);
+      const int64_t qn = std::min(Q, r.len - q0), row0 = resident ? q0 : 0;
+      if (!staged) stage(r, q0, qn);
+      for (int64_t qq = qn - 1; qq >= 0; --qq) lanes((row0 + qq) * VW, qq);
       done(q0, qn);
     }
   };
@@ -674,13 +704,13 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
       }
       for (size_t l = 0; l < L; ++l) c[l][j] = T(0);
     }
-    walk(r, [&](int64_t qq) {
+    walk(r, false, [&](int64_t row, int64_t) {
 #pragma GCC ivdep
         for (int64_t j = 0; j < VW; ++j) {
           std::array<T, L> cn, left, right;
           std::array<T, L * L> Mn, A;
           for (size_t l = 0; l < L; ++l) {
-            T acc = r.gb[l][qq][j];
+            T acc = r.gb[l][row + j];
             for (size_t k = 0; k < L; ++k) acc += a_next[k * L + l][j] * c[k][j];
             cn[l] = acc;
             for (size_t m = 0; m < L; ++m) {
@@ -688,8 +718,8 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
               for (size_t k = 0; k < L; ++k) am += a_next[k * L + l][j] * M[k * L + m][j];
               Mn[l * L + m] = am;
             }
-            left[l] = r.left[l][qq][j];
-            right[l] = r.right[l][qq][j];
+            left[l] = r.left[l][row + j];
+            right[l] = r.right[l][row + j];
           }
           left_jacobian<Elem, L>(f, left, right, A);
           for (size_t l = 0; l < L; ++l) c[l][j] = cn[l];
@@ -733,17 +763,17 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
       for (size_t l = 0; l < L; ++l) g[l][j] = g_in[r.v[j] * L + l];
       for (size_t e = 0; e < L * L; ++e) a_next[e][j] = a_end[r.v[j] * L * L + e];
     }
-    walk(r, [&](int64_t qq) {
+    walk(r, resident, [&](int64_t row, int64_t qq) {
 #pragma GCC ivdep
         for (int64_t j = 0; j < VW; ++j) {
           std::array<T, L> gn, left, right;
           std::array<T, L * L> A, B;
           for (size_t l = 0; l < L; ++l) {  // g_s = ḡ_s + A_{s+1}ᵀ g_{s+1}
-            T acc = r.gb[l][qq][j];
+            T acc = r.gb[l][row + j];
             for (size_t k = 0; k < L; ++k) acc += a_next[k * L + l][j] * g[k][j];
             gn[l] = acc;
-            left[l] = r.left[l][qq][j];
-            right[l] = r.right[l][qq][j];
+            left[l] = r.left[l][row + j];
+            right[l] = r.right[l][row + j];
           }
           jacobians<Elem, L>(f, left, right, A, B);
           for (size_t m = 0; m < L; ++m) {  // ∂x_s = B_sᵀ g_s
@@ -810,7 +840,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   std::atomic<bool> failed{false};
   const int workers = static_cast<int>(std::min<int64_t>(ascan::num_threads(), tiles));
   ascan::detail::run_workers(workers, [&](int) {
-    const std::unique_ptr<Tile> tile_buf(new Tile);  // default-initialised: no zeroing
+    const auto tile_buf = std::make_unique<Tile>(buffer_steps);
     const std::unique_ptr<State> state(new State);
     Tile& r = *tile_buf;
     while (!failed.load(std::memory_order_relaxed)) {
