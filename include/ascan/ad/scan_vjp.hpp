@@ -432,6 +432,15 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
 // depend on T, L and the element type only, so the gradients do not depend on the thread count.
 inline constexpr int64_t kSegmentSteps = 512;
 inline constexpr int64_t kLanesPerTile = 16;
+
+// Reads one byte of every 64-byte line of the n elements at p: brings them into the caches.
+template <class T>
+unsigned char touch_lines(const T* p, int64_t n) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+  unsigned char seen = 0;
+  for (int64_t e = 0; e < n * int64_t{sizeof(T)}; e += 64) seen ^= bytes[e];
+  return seen;
+}
 inline constexpr int64_t kStageSteps = 32;
 inline constexpr int64_t kResidentBytes = int64_t{192} << 10;
 
@@ -525,22 +534,31 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
       r.t0[j] = k * seg;
       r.v[j] = r.n[j] * S + k;
     }
-    // One column block ([T, run] rows, the usual long layouts): the tile's lanes cover one
-    // contiguous stretch of rows of every stream. Fetching it in order first lets the staging
-    // gathers (VW * L * 4 interleaved streams, more than the hardware prefetchers follow) hit
-    // the caches.
-    if (plan.num_columns == 1) {
-      constexpr int64_t line = 64 / sizeof(T);
-      const int64_t a = at(r.t0[0]), b = at(r.t0[VW - 1] + r.len - 1);
-      const int64_t lo = std::min(a, b), hi = std::max(a, b) + 1;
-      for (size_t l = 0; l < L; ++l) {
-        for (int64_t e = lo * step; e < hi * step; e += line) {
-          __builtin_prefetch(y_ptr[l] + out_base[0] + e);
-          if (g_ptr[l]) __builtin_prefetch(g_ptr[l] + out_base[0] + e);
-        }
-        for (int64_t e = lo * x_step[l]; e < hi * x_step[l]; e += line) __builtin_prefetch(x_ptr[l] + leaf_base[0][l] + e);
-      }
+  };
+  // One column block ([T, run] rows, the usual long layouts): a tile's lanes cover one contiguous
+  // stretch of rows of every stream. Fetching it in order before its first stage lets the staging
+  // gathers (VW * L * 4 interleaved streams, more than the hardware prefetchers follow) hit the
+  // caches. Part `part` of `parts` of tile `tile`'s stretch (of every stream) is fetched: a worker
+  // fetches its next tile in parts while its step 3 runs on resident buffers, so the fetch
+  // overlaps arithmetic instead of preceding it. The fetch reads a byte of every line: software
+  // prefetches of the same lines did not change the sweep's time at all (1-D [2^22] float32
+  // linear recurrence, 18.5 ms backward with or without them, 14.9 ms with the reads).
+  const bool fetch_tiles = plan.num_columns == 1;
+  const auto fetch_tile = [&](int64_t tile, int64_t part, int64_t parts) {
+    const bool last = tile >= full_tiles;
+    const int64_t u0 = (last ? tile - full_tiles : tile) * VW;
+    const int64_t u1 = u0 + std::min(VW, (last ? N : full_lanes) - u0) - 1;  // its first and last lane
+    const int64_t len = last ? last_len : seg;
+    const int64_t a = at((last ? S - 1 : u0 / N) * seg), b = at((last ? S - 1 : u1 / N) * seg + len - 1);
+    const int64_t lo = std::min(a, b), rows = std::max(a, b) + 1 - lo;
+    const int64_t r0 = lo + rows * part / parts, r1 = lo + rows * (part + 1) / parts;
+    unsigned char seen = 0;
+    for (size_t l = 0; l < L; ++l) {
+      seen ^= touch_lines(y_ptr[l] + out_base[0] + r0 * step, (r1 - r0) * step);
+      if (g_ptr[l]) seen ^= touch_lines(g_ptr[l] + out_base[0] + r0 * step, (r1 - r0) * step);
+      seen ^= touch_lines(x_ptr[l] + leaf_base[0][l] + r0 * x_step[l], (r1 - r0) * x_step[l]);
     }
+    [[maybe_unused]] volatile unsigned char keep = seen;  // the reads must happen
   };
   const int64_t dir = reverse ? -1 : 1;  // index step per scan step
   // Lanes j .. j + m - 1 (m <= end - j) that are neighbouring columns of one row in every stream
@@ -756,7 +774,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
     }
   };
   // Pass 3: the sweep from the true g_{t1}.
-  const auto pass3 = [&](Tile& r, State& st) {
+  const auto pass3 = [&](Tile& r, State& st, int64_t fetch_next) {
     auto& g = st.g;
     auto& a_next = st.a_next;
     for (int64_t j = 0; j < VW; ++j) {
@@ -785,6 +803,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
           for (size_t e = 0; e < L * L; ++e) a_next[e][j] = A[e];
         }
     }, [&](int64_t q0, int64_t qn) {
+      if (fetch_next >= 0) fetch_tile(fetch_next, q0 / Q, (r.len + Q - 1) / Q);
       if (q0 == 0)  // ∂x_0 = g_0 in the columns' first segments
         for (int64_t j = 0; j < VW; ++j)
           if (r.t0[j] == 0)
@@ -839,20 +858,28 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   std::atomic<int64_t> next{0};
   std::atomic<bool> failed{false};
   const int workers = static_cast<int>(std::min<int64_t>(ascan::num_threads(), tiles));
+  // A worker claims its next tile when it starts step 3 of the current one (whose data is then
+  // resident), to fetch the next one's streams meanwhile. Tiles still start in chain order, and a
+  // claimed tile's predecessor is published or owned by a worker that does not wait before it.
   ascan::detail::run_workers(workers, [&](int) {
     const auto tile_buf = std::make_unique<Tile>(buffer_steps);
     const std::unique_ptr<State> state(new State);
     Tile& r = *tile_buf;
-    while (!failed.load(std::memory_order_relaxed)) {
-      const int64_t p = next.fetch_add(1, std::memory_order_relaxed);
-      if (p >= tiles) return;
+    const auto claim = [&] { return next.fetch_add(1, std::memory_order_relaxed); };
+    int64_t p = claim();
+    bool fetched = false;  // p's streams were fetched during the previous tile's step 3
+    while (p < tiles && !failed.load(std::memory_order_relaxed)) {
       try {
         set_tile(tile_at(p), r);
+        if (fetch_tiles && !fetched) fetch_tile(tile_at(p), 0, 1);
         if (S > 1) pass1(r, *state);  // one segment per column: g_{t1} = 0, A_{t1} = 0 (a_end)
         if (p > 0 && !ascan::detail::wait_published(done[p - 1], failed)) return;
         pass2(r);
         done[p].store(1, std::memory_order_release);
-        pass3(r, *state);
+        const int64_t p_next = claim();
+        fetched = fetch_tiles && resident && p_next < tiles;
+        pass3(r, *state, fetched ? tile_at(p_next) : -1);
+        p = p_next;
       } catch (...) {
         failed.store(true);
         throw;
