@@ -299,9 +299,9 @@ TEST(AdScan, NarrowRowsGradients) {
   EXPECT_TRUE(ascan::allclose(va.grad(), va2.grad(), 1e-12, 1e-12));
 }
 
-// Long columns are cut into segments (512 steps for float32 and L <= 2, fewer for float64 and more
-// leaves: 256 for the float64 linear recurrence, 128 for float64 S5), chained by their (M, c):
-// lengths with a short last segment (one step for S5), every leaf kind (full, constant along the axis and summed across segments,
+// Long columns are cut into segments (512 steps; 256 for float64 S5, whose tile buffers would
+// outgrow their budget), chained by their (M, c): lengths with a short last segment (one step
+// for S5), every leaf kind (full, constant along the axis and summed across segments,
 // constant over the lanes), both directions, against float64 finite differences; and against the
 // column sweep on the same long layouts. Decays are close to 1 (products over a segment of about
 // 0.4), so what a segment receives from the next one matters; the complex decays rotate, so M is
@@ -387,8 +387,8 @@ TEST(AdScan, SegmentSweepChainAcrossThreads) {
 
 // The segment sweep stages contiguous streams in blocks of 8 (float) or 4 (double) lanes with
 // register transposes and writes ∂x back the same way; partial stages, a column's first stage
-// (no y_{-1}) and strided layouts go element by element. Cases: one long sequence of 21 segments
-// in float32 (two tiles, the second partial; 41 segments of 256 steps in float64), columns of a [3, T] layout (lanes of different
+// (no y_{-1}) and strided layouts go element by element. Cases: one long sequence of 21
+// segments (three tiles of 8 lanes, the last partial), columns of a [3, T] layout (lanes of different
 // columns in one block), a decay constant along the scan (a broadcast stream), both directions.
 // float64 must match the column sweep; float32 the float64 column sweep on the same values.
 template <class T>
