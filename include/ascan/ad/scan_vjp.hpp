@@ -610,8 +610,9 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
     const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
     // The next stage's stretch of every stream (the lanes walk VW * L * 4 of them, more than
     // the hardware prefetchers follow), so its loads hit while this stage is computed. Also
-    // for one column block, whose tile set_tile fetched in order: without it, 1-D [2^22] took
-    // 1.3x as long (the early fetch is partly evicted by the time a late stage is staged).
+    // for one column block, whose tile fetch_tile read in order: without it, 1-D [2^22] took
+    // 1.3x as long when that read preceded the tile (partly evicted by the time a late stage
+    // was staged).
     if (q0 >= Q) {
       constexpr int64_t line = 64 / sizeof(T);
       const int64_t i0 = at(s0 - Q), i1 = at(s0 - 1), lo = std::min(i0, i1), hi = std::max(i0, i1);
