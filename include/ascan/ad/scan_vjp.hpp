@@ -436,6 +436,8 @@ inline constexpr int64_t kSegmentSteps = 512;
 // linear recurrence, one thread) and not faster out of cache: step 1's lane state (c, M, A)
 // spills from the registers.
 inline constexpr int64_t kLanesPerTile = 8;
+inline constexpr int64_t kStageSteps = 32;
+inline constexpr int64_t kResidentBytes = int64_t{192} << 10;
 
 // Reads one byte of every 64-byte line of the n elements at p: brings them into the caches.
 template <class T>
@@ -445,8 +447,6 @@ unsigned char touch_lines(const T* p, int64_t n) {
   for (int64_t e = 0; e < n * int64_t{sizeof(T)}; e += 64) seen ^= bytes[e];
   return seen;
 }
-inline constexpr int64_t kStageSteps = 32;
-inline constexpr int64_t kResidentBytes = int64_t{192} << 10;
 
 template <class T, size_t L>
 constexpr int64_t segment_steps() {
@@ -463,19 +463,16 @@ struct SegmentTile {
   // segment); ∂x of the current stage: d[l][step in stage][lane].
   std::array<T*, L> gb, left, right;
   std::array<std::array<std::array<T, VW>, Q>, L> d;
-  explicit SegmentTile(int64_t steps) : store(new T[3 * L * steps * VW + 64 / sizeof(T)]) {
-    constexpr size_t align = 64;
-    T* base = store.get();
-    base += (align - reinterpret_cast<uintptr_t>(base) % align) % align / sizeof(T);
+  explicit SegmentTile(int64_t steps) : store(Tensor<T>::empty({3 * int64_t{L} * steps * VW})) {
     for (size_t l = 0; l < L; ++l) {
-      gb[l] = base + (3 * l + 0) * steps * VW;
-      left[l] = base + (3 * l + 1) * steps * VW;
-      right[l] = base + (3 * l + 2) * steps * VW;
+      gb[l] = store.data() + (3 * l + 0) * steps * VW;
+      left[l] = store.data() + (3 * l + 1) * steps * VW;
+      right[l] = store.data() + (3 * l + 2) * steps * VW;
     }
   }
 
  private:
-  std::unique_ptr<T[]> store;  // default-initialised: no zeroing
+  Tensor<T> store;  // 64-byte aligned, not zeroed
 };
 
 template <class Elem, size_t L, class T, class F>
@@ -526,15 +523,25 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   // Tiles: first the full segments (k < S - 1) of all columns, segment-major, then the last ones.
   const int64_t full_lanes = N * (S - 1), full_tiles = (full_lanes + VW - 1) / VW;
   const int64_t tiles = full_tiles + (N + VW - 1) / VW;
-  const auto set_tile = [&](int64_t tile, Tile& r) {
+  // Tile `tile`: its first lane u0, lanes with results w, steps per lane len, and lane u's
+  // segment k (of column u % N, or u itself among the last segments).
+  struct TileSpan {
+    bool last;
+    int64_t u0, w, len;
+  };
+  const auto span_of = [&](int64_t tile) {
     const bool last = tile >= full_tiles;
     const int64_t u0 = (last ? tile - full_tiles : tile) * VW;
-    r.w = std::min(VW, (last ? N : full_lanes) - u0);
-    r.len = last ? last_len : seg;
+    return TileSpan{last, u0, std::min(VW, (last ? N : full_lanes) - u0), last ? last_len : seg};
+  };
+  const auto segment_of = [&](const TileSpan& t, int64_t u) { return t.last ? S - 1 : u / N; };
+  const auto set_tile = [&](int64_t tile, Tile& r) {
+    const TileSpan t = span_of(tile);
+    r.w = t.w;
+    r.len = t.len;
     for (int64_t j = 0; j < VW; ++j) {
-      const int64_t u = u0 + std::min(j, r.w - 1);
-      const int64_t k = last ? S - 1 : u / N;
-      r.n[j] = last ? u : u % N;
+      const int64_t u = t.u0 + std::min(j, r.w - 1), k = segment_of(t, u);
+      r.n[j] = t.last ? u : u % N;
       r.t0[j] = k * seg;
       r.v[j] = r.n[j] * S + k;
     }
@@ -549,11 +556,8 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   // linear recurrence, 18.5 ms backward with or without them, 14.9 ms with the reads).
   const bool fetch_tiles = plan.num_columns == 1;
   const auto fetch_tile = [&](int64_t tile, int64_t part, int64_t parts) {
-    const bool last = tile >= full_tiles;
-    const int64_t u0 = (last ? tile - full_tiles : tile) * VW;
-    const int64_t u1 = u0 + std::min(VW, (last ? N : full_lanes) - u0) - 1;  // its first and last lane
-    const int64_t len = last ? last_len : seg;
-    const int64_t a = at((last ? S - 1 : u0 / N) * seg), b = at((last ? S - 1 : u1 / N) * seg + len - 1);
+    const TileSpan t = span_of(tile);  // its first lane's first step to its last lane's last
+    const int64_t a = at(segment_of(t, t.u0) * seg), b = at(segment_of(t, t.u0 + t.w - 1) * seg + t.len - 1);
     const int64_t lo = std::min(a, b), rows = std::max(a, b) + 1 - lo;
     const int64_t r0 = lo + rows * part / parts, r1 = lo + rows * (part + 1) / parts;
     unsigned char seen = 0;
