@@ -1,7 +1,9 @@
 // bench_scan_host.cpp — host forward scans (float32, ~2^25 elements) against peers and the copy roof.
 //
 // Per case "<op>/<layout>/<dir>": ascan through the public API into a reused output; the roof
-// (copy: one memcpy thread, copy_mt: the same bytes split over ascan::num_threads() threads);
+// (copy: one memcpy thread, copy_mt: the same bytes split over ascan::num_threads() threads;
+// copy_stream: as copy_mt with streaming stores, which write around the caches: glibc's memcpy
+// switches to them only past a size derived from the reported cache size);
 // seq (a plain single-thread loop); std_seq / std_par (std::inclusive_scan; par needs TBB);
 // eigen / eigen_tp2 (Eigen Tensor cumsum, default device and a 2-thread pool; add only);
 // thrust_* (bench_thrust.cpp). Peers that scan one value type see a row of [T, inner] as one
@@ -20,6 +22,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <ascan/detail/stream_store.hpp>
 
 #include "bench_common.hpp"
 
@@ -42,12 +46,16 @@ void bench_ascan(benchmark::State& st, CaseSpec spec) {
 }
 
 // ---- the roof: the same bytes copied into a reused buffer ---------------------------------------
-void copy_leaves(CaseData& c, int num_parts) {
+void copy_leaves(CaseData& c, int num_parts, bool streaming) {
   const auto part = [&](int w) {
     const int64_t n = c.numel();
     const int64_t b = n * w / num_parts, e = n * (w + 1) / num_parts;
-    for (size_t l = 0; l < c.xs.size(); ++l)
-      std::memcpy(c.ys[l].data() + b, c.xs[l].data() + b, static_cast<size_t>(e - b) * sizeof(float));
+    for (size_t l = 0; l < c.xs.size(); ++l) {
+      const size_t bytes = static_cast<size_t>(e - b) * sizeof(float);
+      if (streaming) ascan::detail::stream_copy(c.ys[l].data() + b, c.xs[l].data() + b, bytes);
+      else std::memcpy(c.ys[l].data() + b, c.xs[l].data() + b, bytes);
+    }
+    if (streaming) ascan::detail::stream_fence();
   };
   std::vector<std::thread> helpers;
   for (int w = 1; w < num_parts; ++w) helpers.emplace_back(part, w);
@@ -55,10 +63,10 @@ void copy_leaves(CaseData& c, int num_parts) {
   for (std::thread& h : helpers) h.join();
 }
 
-void bench_copy(benchmark::State& st, CaseSpec spec, bool multi_thread) {
+void bench_copy(benchmark::State& st, CaseSpec spec, bool multi_thread, bool streaming = false) {
   CaseData& c = get_case(spec.op, spec.inner);
   const int parts = multi_thread ? ascan::num_threads() : 1;
-  run_timed(st, c, [&] { copy_leaves(c, parts); }, [] { return std::string(); });
+  run_timed(st, c, [&] { copy_leaves(c, parts, streaming); }, [] { return std::string(); });
 }
 
 // ---- seq: the plain single-thread loop on the ascan layout (lanes vectorise for N > 1) ---------
@@ -178,6 +186,7 @@ void register_case(bool reverse) {
   add(name("ascan"), [spec](benchmark::State& st) { bench_ascan(st, spec); });
   add(name("copy"), [spec](benchmark::State& st) { bench_copy(st, spec, false); });
   add(name("copy_mt"), [spec](benchmark::State& st) { bench_copy(st, spec, true); });
+  add(name("copy_stream"), [spec](benchmark::State& st) { bench_copy(st, spec, true, true); });
   add(name("seq"), [spec](benchmark::State& st) { bench_seq<O, N>(st, spec); });
   add(name("std_seq"), [spec](benchmark::State& st) { bench_std<O, N>(st, spec, std::execution::seq); });
 #if ASCAN_BENCH_HAVE_TBB  // libstdc++'s par backend is TBB; without it par would run serially

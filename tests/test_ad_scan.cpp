@@ -249,6 +249,20 @@ TEST(AdScan, ColumnSweepNarrowRows) {
   }
 }
 
+// Gradients of kStreamMinBytes or more leave the column sweep through scratch rows copied with
+// streaming stores: wide items ([T, 1024]: items of 512 lanes), items of 16 lanes ([T, 256]),
+// two items per row with a decay constant along the scan (its gradient summed, not streamed),
+// against the segment sweep, both directions.
+TEST(AdScan, ColumnSweepStreamsLargeGradients) {
+  const int64_t bytes = ascan::detail::kStreamMinBytes;  // float64, two leaves: 16 bytes per element
+  for (bool rev : {false, true}) {
+    const int64_t T1 = bytes / (16 * 1024) + 3, T2 = bytes / (16 * 256) + 1, T3 = bytes / (8 * 1000) + 1;
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({T1, 1024}, 1, -1.0, 1.0), randn({T1, 1024}, 2)}, 0, rev, 3);
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({T2, 256}, 4, -1.0, 1.0), randn({T2, 256}, 5)}, 0, rev, 6);
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({1, 1000}, 7, 0.3, 0.9), randn({T3, 1000}, 8)}, 0, rev, 9);
+  }
+}
+
 // Many columns of one lane, contiguous along the scan ([B, T] scanned along T, B >= 256): the
 // segment sweep with each column one whole segment (its first pass skipped, operands staged by
 // register transposes), against the column sweep (one padded lane per column); through the

@@ -526,6 +526,55 @@ TEST(ScanPointwiseOut, SwappedOutputsInFloat) {
   }
 }
 
+// ---- outputs written around the caches -----------------------------------------------------
+
+// Outputs of kStreamMinBytes or more are scanned block by block into a worker's scratch buffer
+// and copied out with streaming stores (each block's last row first, plainly, for the block
+// after it). Every layout that streams, just past the threshold, both directions, also in place
+// and with the outputs swapped between the leaves.
+constexpr int64_t kStream = ascan::detail::kStreamMinBytes;
+
+TEST(ScanPointwiseStreamed, OneSequence) {
+  for (bool reverse : {false, true}) {
+    check_add<int64_t>({kStream / 8 + 37}, 0, reverse, 1);                      // 8 scalar chains
+    check_linrec<float>({kStream / 8 + 11}, {kStream / 8 + 11}, 0, reverse, 2);  // vector lanes
+    check_linrec<double>({kStream / 16 + 5}, {kStream / 16 + 5}, 0, reverse, 3);
+    check_add<float>({3, kStream / 12 + 1}, 1, reverse, 4);  // one sequence per row
+  }
+}
+
+TEST(ScanPointwiseStreamed, RowsOfLanes) {
+  for (bool reverse : {false, true}) {
+    check_bicyclic({kStream / 112 + 1, 7}, 0, reverse, 1);  // chunks of 4, 2 and 1 lanes
+    check_add<float>({kStream / 1024 + 3, 256}, 0, reverse, 2);
+    check_linrec<double>({kStream / 4096 + 1, 256}, {kStream / 4096 + 1, 256}, 0, reverse, 3);
+  }
+}
+
+TEST(ScanPointwiseStreamed, InPlaceAndSwapped) {
+  for (bool reverse : {false, true}) {
+    SCOPED_TRACE(reverse ? "reverse" : "forward");
+    auto x = Tensor<int64_t>::random({kStream / 8 + 3}, 5, -50, 50);
+    const auto r = ref::pointwise<int64_t, int64_t>(plus, {ref::leaf<int64_t>(x)}, 0, reverse);
+    ascan::associative_scan(ascan::add, x, 0, direction(reverse), x);
+    EXPECT_TRUE(ref::exact(x, r.leaves[0], r.shape));
+
+    // Small integers in float: the bicyclic monoid is exact; the leaves' outputs swapped.
+    for (const Shape& shape : {Shape{kStream / 8 + 9}, Shape{kStream / 56 + 1, 7}}) {
+      auto a = Tensor<float>::random(shape, 3, 0, 3), b = Tensor<float>::random(shape, 4, 0, 3);
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        a.data()[i] = std::floor(a.data()[i]);
+        b.data()[i] = std::floor(b.data()[i]);
+      }
+      using E = std::tuple<double, double>;
+      const auto rb = ref::pointwise<E, double>(bicyclic, {ref::leaf<double>(a), ref::leaf<double>(b)}, 0, reverse);
+      ascan::associative_scan(bicyclic, std::tuple{a, b}, 0, direction(reverse), std::tie(b, a));
+      EXPECT_TRUE(ref::exact(b, rb.leaves[0], rb.shape)) << ref::str(shape);
+      EXPECT_TRUE(ref::exact(a, rb.leaves[1], rb.shape)) << ref::str(shape);
+    }
+  }
+}
+
 // A training loop: after the first call, reused outputs and the caching allocator mean no
 // further trips to the operating system.
 TEST(ScanPointwiseOut, RepeatedCallsReachSteadyState) {

@@ -142,6 +142,13 @@ struct GradOutputs {
       full[l] = Tensor<T>::empty(summed ? summed_shape : plan.out_shape);
     }
   }
+  // Bytes of the gradients written in the output layout (what a sweep may stream).
+  int64_t direct_bytes() const {
+    int64_t bytes = 0;
+    for (size_t l = 0; l < L; ++l)
+      if (mode[l] == Mode::direct) bytes += full[l].numel() * int64_t{sizeof(T)};
+    return bytes;
+  }
   bool any_summed() const {
     return std::find(mode.begin(), mode.end(), Mode::summed) != mode.end();
   }
@@ -242,6 +249,9 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
   static_assert(W::max >= kPaddedLanes);
   const int64_t lanes = sweep_lanes(run, plan.num_columns, W::max);
   const int64_t chunks = (run + lanes - 1) / lanes;
+  // Large gradients go out with streaming stores (see stream_store.hpp), a row of an item at a
+  // time from the scratch rows; padded items write their windows in place.
+  const bool stream_dx = ASCAN_HAS_STREAM_STORES && outs.direct_bytes() >= ascan::detail::kStreamMinBytes;
   ascan::detail::parallel_for(plan.num_columns * chunks, 1, [&](int64_t ib, int64_t ie) {
     // Per-lane state and row buffers: g, A_{s+1}, broadcast x rows, scratch ∂x rows, zeros (for
     // absent ḡ), the sums of summed leaves, staged rows of narrow items. Lane j of slot k is
@@ -262,6 +272,7 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
       const auto sweep = [&](const auto count) {
         const int64_t n = count;
         const bool padded = n != w;
+        const bool streamed = stream_dx && !padded;
         const int64_t lo = padded && !reverse ? n - w : 0;  // the first real lane
         // Windows in place: the output rows are packed (ys and ḡ share its layout), and so are
         // the leaves read in place; steps s < first_window are staged.
@@ -309,7 +320,7 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
             } else if (g_base[l]) {
               gb[l] = g_base[l] + row - lo;
             }
-            dr[l] = d_base[l] && !staged ? d_base[l] + row - lo : scratch.data() + l * n;
+            dr[l] = d_base[l] && !staged && !streamed ? d_base[l] + row - lo : scratch.data() + l * n;
           }
         };
         const auto end_step = [&](int64_t s) {
@@ -318,6 +329,8 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
               for (int64_t j = 0; j < n; ++j) sums[l * n + j] += Acc(dr[l][j]);
             } else if (d_base[l] && staged) {
               copy_short(dr[l] + lo, d_base[l] + at(s) * step, w);
+            } else if (d_base[l] && streamed) {
+              ascan::detail::stream_copy(d_base[l] + at(s) * step, dr[l], w * sizeof(T));
             }
           }
         };
@@ -396,6 +409,7 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
           for (size_t l = 0; l < L; ++l) dr[l][j] = gn[l];
         }
         end_step(0);
+        if (streamed) ascan::detail::stream_fence();
         for (size_t l = 0; l < L; ++l)
           if (summed[l])
             for (int64_t j = 0; j < w; ++j) outs.full[l].data()[outs.summed_offset(out_off) + i0 + j] = T(sums[l * n + lo + j]);

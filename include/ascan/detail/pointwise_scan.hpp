@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <tuple>
@@ -34,6 +35,7 @@
 #include "ascan/config.hpp"
 #include "ascan/detail/block_transpose.hpp"
 #include "ascan/detail/scan_plan.hpp"
+#include "ascan/detail/stream_store.hpp"
 #include "ascan/detail/tree.hpp"
 #include "ascan/parallel.hpp"
 
@@ -47,6 +49,10 @@ inline constexpr int64_t kParallelMinElements = 1 << 15;  // below this, no thre
 // then a fix-up re-reading the block) ran at half the speed of a plain loop there. Chosen by
 // size alone, so results still do not depend on the thread count.
 inline constexpr int64_t kOnePassMaxElements = 1 << 17;
+// Outputs of at least this many bytes are written with streaming stores (stream_store.hpp): a
+// block is scanned into a scratch buffer of the worker and copied out around the caches. Smaller
+// outputs are stored plainly, so they are still in the cache for the next step of a computation.
+inline constexpr int64_t kStreamMinBytes = int64_t{32} << 20;
 inline constexpr int64_t kMinSegmentRows = 16;       // shorter blocks are not cut into segments
 inline constexpr int64_t kNarrowLanes = 16;          // narrower groups scan in fixed-width chunks
 inline constexpr int64_t kPrefetchSteps = 128;       // software prefetch distance of the blocked scan
@@ -156,6 +162,7 @@ class PointwiseRunner {
     static_for<L>([&](auto I) {
       using P = std::tuple_element_t<I, Ptrs>;
       bytes_per_lane_row += 2 * sizeof(*P{});
+      scratch_leaf_bytes_[I] = sizeof(*P{});
       max_elem_bytes_ = std::max<int64_t>(max_elem_bytes_, sizeof(*P{}));
       std::get<I>(x_data_) = const_cast<P>(std::get<I>(xs).data());
       std::get<I>(y_data_) = const_cast<P>(std::get<I>(ys).data());
@@ -177,6 +184,15 @@ class PointwiseRunner {
     one_pass_ = plan.numel() * static_cast<int64_t>(L) < kOnePassMaxElements && lanes_path(group_lanes_);
     rows_ = std::clamp<int64_t>(kBlockBytes / (group_lanes_ * bytes_per_lane_row), 1, std::max<int64_t>(T_, 1));
     num_blocks_ = (T_ + rows_ - 1) / rows_;
+    // Streaming stores need each block's output rows back to back (one contiguous stretch per
+    // leaf): a group spans whole output rows. The scratch holds one block of outputs.
+    if (ASCAN_HAS_STREAM_STORES && !one_pass_ && std::abs(y_step_) == group_lanes_ &&
+        plan.numel() * (bytes_per_lane_row / 2) >= kStreamMinBytes) {
+      for (auto& bytes : scratch_leaf_bytes_) {
+        bytes = (rows_ * group_lanes_ * bytes + 63) / 64 * 64;
+        scratch_bytes_ += bytes;
+      }
+    }
     const int64_t num_groups = bundle_ > 1 ? plan.num_columns / line_extent_ * bundles_per_line_
                                            : plan.num_columns * groups_per_column_;
     num_items_ = num_groups * num_blocks_;
@@ -192,11 +208,14 @@ class PointwiseRunner {
                             : static_cast<int>(std::min<int64_t>(num_threads(), num_items_));
     std::atomic<int64_t> next{0};
     run_workers(workers, [&](int) {
+      // 64-byte aligned and uninitialised (new[] of a struct with alignment, not zeroed).
+      struct alignas(64) Line { std::byte b[64]; };
+      const std::unique_ptr<Line[]> scratch(scratch_bytes_ > 0 ? new Line[scratch_bytes_ / 64] : nullptr);
       while (!failed_.load(std::memory_order_relaxed)) {
         const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
         if (item >= num_items_) return;
         try {
-          if (!process(item)) return;
+          if (!process(item, reinterpret_cast<std::byte*>(scratch.get()))) return;
         } catch (...) {
           failed_.store(true);
           throw;
@@ -206,10 +225,11 @@ class PointwiseRunner {
   }
 
  private:
-  struct Group {  // one column group: pointers at logical step 0, its lane count and columns
+  struct Group {  // one column group: pointers at logical step `base`, lane count and columns
     Ptrs x0, y0;
     int64_t w;
     int64_t cols = 1;
+    int64_t base = 0;
   };
 
   int64_t phys(int64_t s) const { return reverse_ ? T_ - 1 - s : s; }
@@ -219,17 +239,46 @@ class PointwiseRunner {
 
   Ptrs x_row(const Group& g, int64_t s) const {
     Ptrs p = g.x0;
-    static_for<L>([&](auto I) { std::get<I>(p) += s * x_step_[I]; });
+    static_for<L>([&](auto I) { std::get<I>(p) += (s - g.base) * x_step_[I]; });
     return p;
   }
   Ptrs y_row(const Group& g, int64_t s) const {
     Ptrs p = g.y0;
-    static_for<L>([&](auto I) { std::get<I>(p) += s * y_step_; });
+    static_for<L>([&](auto I) { std::get<I>(p) += (s - g.base) * y_step_; });
     return p;
   }
 
-  // Processes one item; returns false when it gave up because another item failed.
-  bool process(int64_t item) {
+  // Where a block's rows [s0, s1) of group g are scanned when its output is streamed: the
+  // worker's scratch, laid out like the output (rows of g.w lanes back to back, in the same
+  // direction).
+  Group scratch_group(const Group& g, int64_t s0, int64_t s1, std::byte* scratch) const {
+    Group sg = g;
+    sg.base = s0;
+    sg.x0 = x_row(g, s0);
+    static_for<L>([&](auto I) {
+      using P = std::tuple_element_t<I, Ptrs>;
+      std::get<I>(sg.y0) = reinterpret_cast<P>(scratch) + (y_step_ > 0 ? 0 : (s1 - s0 - 1) * g.w);
+      scratch += scratch_leaf_bytes_[I];
+    });
+    return sg;
+  }
+
+  // Copies rows [a, e) of a streamed block from the scratch group `from` to the output group g,
+  // with streaming stores or plain ones.
+  void copy_rows(const Group& g, const Group& from, int64_t a, int64_t e, bool streaming) const {
+    if (a >= e) return;
+    const int64_t lo = y_step_ > 0 ? a : e - 1;  // the rows' lowest address
+    const Ptrs dst = y_row(g, lo), src = y_row(from, lo);
+    static_for<L>([&](auto I) {
+      const size_t bytes = (e - a) * g.w * sizeof(*std::get<I>(dst));
+      if (streaming) stream_copy(std::get<I>(dst), std::get<I>(src), bytes);
+      else std::memcpy(std::get<I>(dst), std::get<I>(src), bytes);
+    });
+  }
+
+  // Processes one item; returns false when it gave up because another item failed. `scratch`
+  // (null unless outputs are streamed) holds one block of outputs.
+  bool process(int64_t item, std::byte* scratch) {
     const int64_t gi = item / num_blocks_, b = item - gi * num_blocks_;
     Group g;
     int64_t c, j0 = 0;
@@ -260,31 +309,35 @@ class PointwiseRunner {
       if (num_blocks_ > 1) done_[item].store(1, std::memory_order_release);
       return true;
     }
+    // A streamed output: the block is scanned into the worker's scratch (`out`) and copied to
+    // the output when it is final; its last row first, before it is published.
+    const bool stream = scratch != nullptr && std::abs(y_step_) == g.w;
+    const Group out = stream ? scratch_group(g, s0, s1, scratch) : g;
     int num_segments = 1;
     int64_t seg = s1 - s0;
     if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows && blocked_sequences_) {
       num_segments = static_cast<int>(BT::V);
       seg = segment_rows(s1 - s0, num_segments, g.w);
-      scan_sequences_blocked(g, s0, s1, seg);
+      scan_sequences_blocked(out, s0, s1, seg);
     } else if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows) {
       num_segments = 8;
       seg = segment_rows(s1 - s0, 8, g.w);
-      scan_sequences<8>(g, s0, s1, seg);
+      scan_sequences<8>(out, s0, s1, seg);
     } else if (g.w < kNarrowLanes && g.w > 1 && bundle_ == 1 && s1 - s0 >= 2 * kMinSegmentRows) {
       // Two chains overlap f's latency; more spill the chunks' accumulators out of registers.
       num_segments = 2;
       seg = segment_rows(s1 - s0, 2, g.w);
-      scan_narrow<2>(g, s0, s1, seg);
+      scan_narrow<2>(out, s0, s1, seg);
     } else if (g.w < 32 && g.w > 1 && s1 - s0 >= 4 * kMinSegmentRows) {
       num_segments = 4;
       seg = segment_rows(s1 - s0, 4, g.w);
-      scan_lanes<4>(g, s0, s1, seg);
+      scan_lanes<4>(out, s0, s1, seg);
     } else if (g.w == 1) {
-      scan_sequences<1>(g, s0, s1, seg);
+      scan_sequences<1>(out, s0, s1, seg);
     } else if (g.w < kNarrowLanes && bundle_ == 1) {
-      scan_narrow<1>(g, s0, s1, seg);
+      scan_narrow<1>(out, s0, s1, seg);
     } else {
-      scan_lanes<1>(g, s0, s1, seg);
+      scan_lanes<1>(out, s0, s1, seg);
     }
     // Segment k needs the inclusive prefix of everything before it (carry k): the predecessor
     // block's last row for k = 0 (none in the first block), then carry_{k+1} = f(carry_k, the
@@ -306,7 +359,7 @@ class PointwiseRunner {
       return p;
     };
     for (int k = 1; k < num_segments; ++k) {
-      const Ptrs last = y_row(g, s0 + k * seg - 1), dst = carry(k);
+      const Ptrs last = y_row(out, s0 + k * seg - 1), dst = carry(k);
       if (k == 1 && !have0) {
         static_for<L>([&](auto I) { std::memcpy(std::get<I>(dst), std::get<I>(last), g.w * sizeof(*std::get<I>(dst))); });
       } else {
@@ -314,11 +367,16 @@ class PointwiseRunner {
         for (int64_t j = 0; j < g.w; ++j) Access::store(dst, j, to_elem<Elem>(f_(Access::load(prev, j), Access::load(last, j))));
       }
     }
-    if (num_segments > 1 || have0) fix_up(g, carry(num_segments - 1), s1 - 1, s1);
+    if (num_segments > 1 || have0) fix_up(out, carry(num_segments - 1), s1 - 1, s1);
+    if (stream) copy_rows(g, out, s1 - 1, s1, false);  // published, so plainly
     if (num_blocks_ > 1) done_[item].store(1, std::memory_order_release);
     for (int k = 0; k < num_segments; ++k) {
       const int64_t a = s0 + k * seg, e = k + 1 == num_segments ? s1 - 1 : a + seg;
-      if (k > 0 || have0) fix_up(g, carry(k), a, e);
+      if (k > 0 || have0) fix_up(out, carry(k), a, e);
+    }
+    if (stream) {
+      copy_rows(g, out, s0, s1 - 1, true);
+      stream_fence();
     }
     return true;
   }
@@ -641,6 +699,8 @@ class PointwiseRunner {
   bool any_gather_ = false;
   bool blocked_sequences_ = false;
   bool one_pass_ = false;  // see kOnePassMaxElements
+  std::array<int64_t, L> scratch_leaf_bytes_{};  // element sizes, then each leaf's scratch bytes
+  int64_t scratch_bytes_ = 0;                     // 0: outputs are stored plainly
   std::atomic<uint8_t>* done_ = nullptr;
   std::atomic<bool> failed_{false};
 };

@@ -1,0 +1,61 @@
+// stream_store.hpp — copies that write around the caches (non-temporal stores).
+//
+// A plain store to a line that is not cached first reads the line from memory (the core must own
+// it before it can modify part of it), so writing n bytes of a large output moves 2n bytes over
+// the memory bus. A streaming store writes whole lines without that read. Kernels whose output
+// is far larger than the caches, and not read again soon, finish their blocks through these.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__) && !defined(__CUDA_ARCH__)
+#include <immintrin.h>
+#define ASCAN_HAS_STREAM_STORES 1
+#else
+#define ASCAN_HAS_STREAM_STORES 0
+#endif
+
+namespace ascan::detail {
+
+// Copies `bytes` bytes from `src` to `dst` (no overlap); the aligned middle is written with
+// streaming stores, the unaligned head and tail with plain ones. Call stream_fence() before
+// another thread is told the data is there.
+inline void stream_copy(void* dst, const void* src, size_t bytes) {
+#if ASCAN_HAS_STREAM_STORES
+#if defined(__AVX__)
+  using Word = __m256i;
+#else
+  using Word = __m128i;
+#endif
+  constexpr size_t W = sizeof(Word);
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  const size_t head = std::min(bytes, (W - reinterpret_cast<uintptr_t>(d) % W) % W);
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  bytes -= head;
+  for (; bytes >= W; bytes -= W, d += W, s += W) {
+#if defined(__AVX__)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+#else
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+#endif
+  }
+  std::memcpy(d, s, bytes);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+// Orders the streaming stores before any later store (they are weakly ordered otherwise).
+inline void stream_fence() {
+#if ASCAN_HAS_STREAM_STORES
+  _mm_sfence();
+#endif
+}
+
+}  // namespace ascan::detail
