@@ -276,6 +276,23 @@ class PointwiseRunner {
     });
   }
 
+  // Reads a byte of every line of the block's packed inputs, in ascending order. A reverse scan
+  // of wide rows walks them down a row (1 KiB for 256 floats) at a time, which the hardware
+  // prefetchers did not follow: reading the block upwards first took a [2^17, 256] float32
+  // reverse add from 29 to 21 ms (forward 21 ms), a linear recurrence from 48 to 44 ms. Forward
+  // scans, one sequence and narrow rows ran as fast or faster without it.
+  void touch_inputs(const Group& g, int64_t s0, int64_t s1) const {
+    unsigned char seen = 0;
+    static_for<L>([&](auto I) {
+      if (x_step_[I] != g.w && x_step_[I] != -g.w) return;
+      const auto* lo = reinterpret_cast<const unsigned char*>(
+          std::min(std::get<I>(x_row(g, s0)), std::get<I>(x_row(g, s1 - 1))));
+      const int64_t bytes = (s1 - s0) * g.w * int64_t{sizeof(*std::get<I>(g.x0))};
+      for (int64_t e = 0; e < bytes; e += 64) seen ^= lo[e];
+    });
+    [[maybe_unused]] volatile unsigned char keep = seen;  // the reads must happen
+  }
+
   // Processes one item; returns false when it gave up because another item failed. `scratch`
   // (null unless outputs are streamed) holds one block of outputs.
   bool process(int64_t item, std::byte* scratch) {
@@ -313,6 +330,7 @@ class PointwiseRunner {
     // the output when it is final; its last row first, before it is published.
     const bool stream = scratch != nullptr && std::abs(y_step_) == g.w;
     const Group out = stream ? scratch_group(g, s0, s1, scratch) : g;
+    if (stream && reverse_ && lanes_path(g.w)) touch_inputs(g, s0, s1);
     int num_segments = 1;
     int64_t seg = s1 - s0;
     if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows && blocked_sequences_) {
