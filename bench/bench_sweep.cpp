@@ -4,8 +4,9 @@
 // Names are "sweep/<layout>/<impl>/<log2 n>". Every size gets fresh inputs and a reused output
 // (the output is written by each call, as in a training loop). impls: ascan (all threads),
 // ascan_t1 (one thread), copy (memcpy of the same bytes into a reused buffer, one thread),
-// copy_mt (the same, split over the library's threads), seq (the plain loop), std_par
-// (std::inclusive_scan with the parallel policy, when TBB is there).
+// copy_mt (the same, split over the library's threads), copy_stream (as copy_mt with streaming
+// stores, which write around the caches), seq (the plain loop), std_par (std::inclusive_scan
+// with the parallel policy, when TBB is there).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #endif
 
 #include <ascan/ascan.hpp>
+#include <ascan/detail/stream_store.hpp>
 
 #include "bench_small.hpp"
 
@@ -34,7 +36,7 @@ void seq_scan(const float* x, float* y, int64_t n, int64_t inner) {
   for (int64_t i = inner; i < n; ++i) y[i] = y[i - inner] + x[i];
 }
 
-enum class Impl { ascan, ascan_t1, copy, copy_mt, seq, std_par };
+enum class Impl { ascan, ascan_t1, copy, copy_mt, copy_stream, seq, std_par };
 
 void run(benchmark::State& st, int64_t n, int64_t inner, Impl impl) {
   const auto x = input(n, inner);
@@ -53,6 +55,12 @@ void run(benchmark::State& st, int64_t n, int64_t inner, Impl impl) {
           std::memcpy(y.data() + b, x.data() + b, sizeof(float) * (e - b));
         });
         break;
+      case Impl::copy_stream:
+        ascan::detail::parallel_for(n, int64_t{1} << 16, [&](int64_t b, int64_t e) {
+          ascan::detail::stream_copy(y.data() + b, x.data() + b, sizeof(float) * (e - b));
+          ascan::detail::stream_fence();
+        });
+        break;
       case Impl::seq: seq_scan(x.data(), y.data(), n, inner); break;
       case Impl::std_par:
 #if ASCAN_BENCH_HAVE_TBB
@@ -62,7 +70,7 @@ void run(benchmark::State& st, int64_t n, int64_t inner, Impl impl) {
     }
   };
   once();
-  const bool is_scan = impl != Impl::copy && impl != Impl::copy_mt;
+  const bool is_scan = impl != Impl::copy && impl != Impl::copy_mt && impl != Impl::copy_stream;
   if (is_scan && !(y == want)) st.SkipWithError("wrong result");
   for (auto _ : st) {
     once();
@@ -75,6 +83,7 @@ void run(benchmark::State& st, int64_t n, int64_t inner, Impl impl) {
 void register_all() {
   const std::pair<const char*, Impl> impls[] = {{"ascan", Impl::ascan}, {"ascan_t1", Impl::ascan_t1},
                                                 {"copy", Impl::copy},   {"copy_mt", Impl::copy_mt},
+                                                {"copy_stream", Impl::copy_stream},
                                                 {"seq", Impl::seq},     {"std_par", Impl::std_par}};
   for (int64_t inner : {int64_t{1}, int64_t{256}})
     for (int lg = 10; lg <= 26; lg += 2)

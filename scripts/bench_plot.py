@@ -19,12 +19,13 @@ import subprocess
 import sys
 import tempfile
 
-IMPLS = ("ascan", "ascan_t1", "copy", "copy_mt", "seq", "std_par")
+IMPLS = ("ascan", "ascan_t1", "copy", "copy_mt", "copy_stream", "seq", "std_par")
 TITLES = {
     "ascan": "ascan (all threads)",
     "ascan_t1": "ascan (1 thread)",
     "copy": "copy, 1 thread (roof)",
     "copy_mt": "copy, all threads (roof)",
+    "copy_stream": "copy with streaming stores, all threads",
     "seq": "sequential loop",
     "std_par": "std::inclusive\\_scan par",
 }
