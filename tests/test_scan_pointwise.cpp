@@ -506,24 +506,26 @@ TEST(ScanPointwiseOut, OutputsMayAliasOtherInputsOfTheirShape) {
   EXPECT_TRUE(ref::exact(a, r.leaves[1], r.shape));
 }
 
-// The same in float32 for one long sequence (its segments scanned as vector lanes, read and
-// written back in transposed blocks) and for rows of 7 lanes (chunks of 4, 2 and 1 lanes): the
-// bicyclic monoid on small integers is exact in float.
-TEST(ScanPointwiseOut, SwappedOutputsInFloat) {
-  for (const Shape& shape : {Shape{70001}, Shape{10001, 7}}) {
-    for (bool reverse : {false, true}) {
-      auto a = Tensor<float>::random(shape, 3, 0, 3), b = Tensor<float>::random(shape, 4, 0, 3);
-      for (int64_t i = 0; i < a.numel(); ++i) {
-        a.data()[i] = std::floor(a.data()[i]);
-        b.data()[i] = std::floor(b.data()[i]);
-      }
-      using E = std::tuple<double, double>;
-      const auto r = ref::pointwise<E, double>(bicyclic, {ref::leaf<double>(a), ref::leaf<double>(b)}, 0, reverse);
-      ascan::associative_scan(bicyclic, std::tuple{a, b}, 0, direction(reverse), std::tie(b, a));
-      EXPECT_TRUE(ref::exact(b, r.leaves[0], r.shape)) << ref::str(shape) << " reverse " << reverse;
-      EXPECT_TRUE(ref::exact(a, r.leaves[1], r.shape)) << ref::str(shape) << " reverse " << reverse;
-    }
+// The bicyclic monoid on small integers in float32 (exact), each leaf's output written over
+// the other leaf's input.
+void check_swapped_float_outputs(const Shape& shape, bool reverse) {
+  auto a = Tensor<float>::random(shape, 3, 0, 3), b = Tensor<float>::random(shape, 4, 0, 3);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    a.data()[i] = std::floor(a.data()[i]);
+    b.data()[i] = std::floor(b.data()[i]);
   }
+  using E = std::tuple<double, double>;
+  const auto r = ref::pointwise<E, double>(bicyclic, {ref::leaf<double>(a), ref::leaf<double>(b)}, 0, reverse);
+  ascan::associative_scan(bicyclic, std::tuple{a, b}, 0, direction(reverse), std::tie(b, a));
+  EXPECT_TRUE(ref::exact(b, r.leaves[0], r.shape)) << ref::str(shape) << " reverse " << reverse;
+  EXPECT_TRUE(ref::exact(a, r.leaves[1], r.shape)) << ref::str(shape) << " reverse " << reverse;
+}
+
+// The same in float32 for one long sequence (its segments scanned as vector lanes, read and
+// written back in transposed blocks) and for rows of 7 lanes (chunks of 4, 2 and 1 lanes).
+TEST(ScanPointwiseOut, SwappedOutputsInFloat) {
+  for (const Shape& shape : {Shape{70001}, Shape{10001, 7}})
+    for (bool reverse : {false, true}) check_swapped_float_outputs(shape, reverse);
 }
 
 // ---- outputs written around the caches -----------------------------------------------------
@@ -559,19 +561,8 @@ TEST(ScanPointwiseStreamed, InPlaceAndSwapped) {
     ascan::associative_scan(ascan::add, x, 0, direction(reverse), x);
     EXPECT_TRUE(ref::exact(x, r.leaves[0], r.shape));
 
-    // Small integers in float: the bicyclic monoid is exact; the leaves' outputs swapped.
-    for (const Shape& shape : {Shape{kStream / 8 + 9}, Shape{kStream / 56 + 1, 7}}) {
-      auto a = Tensor<float>::random(shape, 3, 0, 3), b = Tensor<float>::random(shape, 4, 0, 3);
-      for (int64_t i = 0; i < a.numel(); ++i) {
-        a.data()[i] = std::floor(a.data()[i]);
-        b.data()[i] = std::floor(b.data()[i]);
-      }
-      using E = std::tuple<double, double>;
-      const auto rb = ref::pointwise<E, double>(bicyclic, {ref::leaf<double>(a), ref::leaf<double>(b)}, 0, reverse);
-      ascan::associative_scan(bicyclic, std::tuple{a, b}, 0, direction(reverse), std::tie(b, a));
-      EXPECT_TRUE(ref::exact(b, rb.leaves[0], rb.shape)) << ref::str(shape);
-      EXPECT_TRUE(ref::exact(a, rb.leaves[1], rb.shape)) << ref::str(shape);
-    }
+    for (const Shape& shape : {Shape{kStream / 8 + 9}, Shape{kStream / 56 + 1, 7}})
+      check_swapped_float_outputs(shape, reverse);
   }
 }
 
