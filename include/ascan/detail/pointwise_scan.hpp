@@ -279,8 +279,8 @@ class PointwiseRunner {
   // Reads a byte of every line of the block's packed inputs, in ascending order. A reverse scan
   // of wide rows walks them down a row (1 KiB for 256 floats) at a time, which the hardware
   // prefetchers did not follow: reading the block upwards first took a [2^17, 256] float32
-  // reverse add from 29 to 21 ms (forward 21 ms), a linear recurrence from 48 to 44 ms. Forward
-  // scans, one sequence and narrow rows ran as fast or faster without it.
+  // reverse add from 26-28 to 21-23 ms (forward 20 ms), a linear recurrence from 50-60 to
+  // 39-45 ms. Forward scans, one sequence and narrow rows ran as fast or faster without it.
   void touch_inputs(const Group& g, int64_t s0, int64_t s1) const {
     unsigned char seen = 0;
     static_for<L>([&](auto I) {
