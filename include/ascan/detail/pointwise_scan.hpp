@@ -162,7 +162,6 @@ class PointwiseRunner {
     static_for<L>([&](auto I) {
       using P = std::tuple_element_t<I, Ptrs>;
       bytes_per_lane_row += 2 * sizeof(*P{});
-      scratch_leaf_bytes_[I] = sizeof(*P{});
       max_elem_bytes_ = std::max<int64_t>(max_elem_bytes_, sizeof(*P{}));
       std::get<I>(x_data_) = const_cast<P>(std::get<I>(xs).data());
       std::get<I>(y_data_) = const_cast<P>(std::get<I>(ys).data());
@@ -188,10 +187,7 @@ class PointwiseRunner {
     // leaf): a group spans whole output rows. The scratch holds one block of outputs.
     if (ASCAN_HAS_STREAM_STORES && !one_pass_ && std::abs(y_step_) == group_lanes_ &&
         plan.numel() * (bytes_per_lane_row / 2) >= kStreamMinBytes) {
-      for (auto& bytes : scratch_leaf_bytes_) {
-        bytes = (rows_ * group_lanes_ * bytes + 63) / 64 * 64;
-        scratch_bytes_ += bytes;
-      }
+      static_for<L>([&](auto I) { scratch_bytes_ += scratch_leaf_bytes<I>(); });
     }
     const int64_t num_groups = bundle_ > 1 ? plan.num_columns / line_extent_ * bundles_per_line_
                                            : plan.num_columns * groups_per_column_;
@@ -248,6 +244,13 @@ class PointwiseRunner {
     return p;
   }
 
+  // Bytes of leaf I's part of the scratch: one block of outputs, rounded up to whole lines.
+  template <size_t I>
+  int64_t scratch_leaf_bytes() const {
+    using P = std::tuple_element_t<I, Ptrs>;
+    return (rows_ * group_lanes_ * int64_t{sizeof(*P{})} + 63) / 64 * 64;
+  }
+
   // Where a block's rows [s0, s1) of group g are scanned when its output is streamed: the
   // worker's scratch, laid out like the output (rows of g.w lanes back to back, in the same
   // direction).
@@ -258,7 +261,7 @@ class PointwiseRunner {
     static_for<L>([&](auto I) {
       using P = std::tuple_element_t<I, Ptrs>;
       std::get<I>(sg.y0) = reinterpret_cast<P>(scratch) + (y_step_ > 0 ? 0 : (s1 - s0 - 1) * g.w);
-      scratch += scratch_leaf_bytes_[I];
+      scratch += scratch_leaf_bytes<I>();
     });
     return sg;
   }
@@ -717,8 +720,7 @@ class PointwiseRunner {
   bool any_gather_ = false;
   bool blocked_sequences_ = false;
   bool one_pass_ = false;  // see kOnePassMaxElements
-  std::array<int64_t, L> scratch_leaf_bytes_{};  // element sizes, then each leaf's scratch bytes
-  int64_t scratch_bytes_ = 0;                     // 0: outputs are stored plainly
+  int64_t scratch_bytes_ = 0;  // a worker's scratch (one block of outputs); 0: stored plainly
   std::atomic<uint8_t>* done_ = nullptr;
   std::atomic<bool> failed_{false};
 };
