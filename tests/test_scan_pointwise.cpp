@@ -126,16 +126,17 @@ TEST(ScanPointwise, AddFloat64) { for_each_case(check_add<double>); }
 TEST(ScanPointwise, AddInt32Exact) { for_each_case(check_add<int32_t>); }
 TEST(ScanPointwise, AddInt64Exact) { for_each_case(check_add<int64_t>); }
 
+// Factors near 1 (1 +- spread): 1000 factors of spread 0.1 stay in range.
 template <class T>
-void check_mul(const Shape& shape, int64_t dim, bool reverse, uint64_t seed) {
+void check_mul(const Shape& shape, int64_t dim, bool reverse, uint64_t seed, double spread = 0.1) {
   SCOPED_TRACE(describe("mul", shape, dim, reverse));
-  const auto x = ref::data<T>(shape, seed, 0.9, 1.1);  // near 1: 1000 factors stay in range
+  const auto x = ref::data<T>(shape, seed, 1 - spread, 1 + spread);
   const auto y = ascan::associative_scan(ascan::mul, x, dim, direction(reverse));
   const auto r = ref::pointwise<double, double>(times, {ref::leaf<double>(x)}, dim, reverse);
   EXPECT_TRUE(ref::near(y, r.leaves[0], r.shape, ref::tolerance<T>(r.steps, r.leaves[0])));
 }
-TEST(ScanPointwise, MulFloat32) { for_each_case(check_mul<float>); }
-TEST(ScanPointwise, MulFloat64) { for_each_case(check_mul<double>); }
+TEST(ScanPointwise, MulFloat32) { for_each_case([](auto... args) { check_mul<float>(args...); }); }
+TEST(ScanPointwise, MulFloat64) { for_each_case([](auto... args) { check_mul<double>(args...); }); }
 
 // max and min only select inputs, so even float32 must match the float64 reference exactly.
 template <class T>
@@ -150,6 +151,20 @@ void check_max_min(const Shape& shape, int64_t dim, bool reverse, uint64_t seed)
 }
 TEST(ScanPointwise, MaxMinFloat32Exact) { for_each_case(check_max_min<float>); }
 TEST(ScanPointwise, MaxMinInt32Exact) { for_each_case(check_max_min<int32_t>); }
+
+// One long sequence of one float leaf with a builtin that runs on whole vectors (add, mul, max,
+// min): each block's segments are scanned as vector lanes with the accumulator in registers, and
+// the blocks chain across the pool's threads.
+TEST(ScanPointwise, OneSequenceOfVectorCombines) {
+  const int64_t T = ref::large(70001);
+  for (bool reverse : {false, true}) {
+    check_max_min<float>({T}, 0, reverse, 1);
+    check_max_min<double>({T}, 0, reverse, 2);
+    check_mul<float>({T}, 0, reverse, 3, 0.01);  // 70001 factors of 1 +- 0.01 stay in range
+    check_mul<double>({T}, 0, reverse, 4, 0.01);
+    check_add<float>({T}, 0, reverse, 5);
+  }
+}
 
 // logaddexp with -inf entries: a sequence starting with -inf stays exactly -inf until the first
 // finite value; a -inf in the middle leaves the running value unchanged.
