@@ -396,6 +396,25 @@ TEST_P(ScanLanes, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Inner, ScanLanes, ::testing::Values(2, 3, 5, 7, 9, 15, 16, 256, 300),
                          [](const auto& info) { return fmt::format("Inner{}", info.param); });
 
+// Rows of 4 to 7 packed float lanes with a builtin that runs on vectors: each row is a window of
+// 8 lanes reaching into the rows after it, with several blocks, a decay broadcast over the lanes,
+// and columns of rows back to back ([B, T, w]: a column's last rows must neither read nor write
+// the next column's).
+TEST(ScanPointwise, NarrowRowsAsWindows) {
+  const int64_t T = ref::large(3001);
+  for (int64_t inner : {4, 5, 6, 7}) {
+    for (bool reverse : {false, true}) {
+      check_add<float>({T, inner}, 0, reverse, 1);
+      check_max_min<float>({T, inner}, 0, reverse, 2);
+      check_mul<float>({T, inner}, 0, reverse, 3, 0.01);
+      check_linrec<float>({T, inner}, {T, inner}, 0, reverse, 4);
+      check_linrec<float>({T, 1}, {T, inner}, 0, reverse, 5);
+      check_add<float>({3, 200, inner}, 1, reverse, 6);
+      check_linrec<float>({3, 200, inner}, {3, 200, inner}, 1, reverse, 7);
+    }
+  }
+}
+
 // Rows of lanes under kOnePassMaxElements (elements x leaves) run in one pass on one thread,
 // each block continuing from its predecessor's last row: several blocks, both directions, a
 // leaf gathered into lanes, a non-commutative combine.

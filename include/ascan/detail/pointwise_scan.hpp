@@ -135,6 +135,12 @@ template <class T> inline constexpr bool vector_combine<Min, T, T> = true;
 template <class T> inline constexpr bool vector_combine<LinearRecurrence, std::tuple<T, T>, T> = true;
 #endif
 
+// W lanes of T as one GCC vector, and the same for unaligned, aliasing access.
+template <class T, int W> struct Lanes {
+  typedef T Vec __attribute__((vector_size(W * sizeof(T))));
+  typedef T Unaligned __attribute__((vector_size(W * sizeof(T)), aligned(alignof(T)), may_alias));
+};
+
 template <class X, class F>
 class PointwiseRunner {
   using Node = Tree<X>;
@@ -217,6 +223,23 @@ class PointwiseRunner {
     // measured as fast or faster than the blocked scan through local arrays.
     blocked_sequences_ = (L > 1 || kVectorCombine) && kSameLeaves && BT::V > 0 && (y_step_ == 1 || y_step_ == -1);
     for (size_t l = 0; l < L; ++l) blocked_sequences_ = blocked_sequences_ && (x_step_[l] == 1 || x_step_[l] == -1);
+    // Rows of 4 to 7 packed lanes of float with a vector combine and outputs apart from the
+    // inputs: rows as windows of 8 lanes, one AVX vector (scan_windows).
+    if constexpr (kVectorCombine && sizeof(Leaf0) == 4) {
+      windows_ = bundle_ == 1 && group_lanes_ >= 4 && group_lanes_ < 8 &&
+                 (y_step_ == group_lanes_ || y_step_ == -group_lanes_);
+      static_for<L>([&](auto I) {
+        const auto& x = std::get<I>(xs);
+        if (plan.leaves[I].lane_contiguous) windows_ = windows_ && x_step_[I] == y_step_;
+        static_for<L>([&](auto O) {
+          const auto& y = std::get<O>(ys);
+          const auto* x0 = reinterpret_cast<const std::byte*>(x.data());
+          const auto* y0 = reinterpret_cast<const std::byte*>(y.data());
+          const bool apart = x0 + x.numel() * sizeof(*x.data()) <= y0 || y0 + y.numel() * sizeof(*y.data()) <= x0;
+          windows_ = windows_ && apart;
+        });
+      });
+    }
     // Only layouts of rows of lanes (other layouts keep their threads from kParallelMinElements).
     one_pass_ = plan.numel() * static_cast<int64_t>(L) < kOnePassMaxElements && lanes_path(group_lanes_);
     rows_ = std::clamp<int64_t>(kBlockBytes / (group_lanes_ * bytes_per_lane_row), 1, std::max<int64_t>(T_, 1));
@@ -576,6 +599,9 @@ class PointwiseRunner {
   // the (L2-resident) block per chunk, which keeps few accumulators live at a time.
   template <int K>
   void scan_narrow(const Group& g, int64_t s0, int64_t s1, int64_t seg) {
+    if constexpr (kVectorCombine && sizeof(Leaf0) == 4) {
+      if (windows_) return scan_windows<K>(g, s0, s1, seg);
+    }
     int64_t j0 = 0;
     static_for<4>([&](auto b) {
       constexpr int W = 8 >> b;
@@ -584,6 +610,91 @@ class PointwiseRunner {
         j0 += W;
       }
     });
+  }
+
+  // Local scans of K segments of 4 to 7 packed lanes (rows back to back, outputs apart from the
+  // inputs) with a vector combine: each row is one vector of 8 lanes, a window that reaches into
+  // the row scanned after it (up, or down in a reverse scan). The extra lanes compute on that
+  // row's values and their stores are overwritten when it comes, so a segment's last row stores
+  // its own lanes only (the row after it is written already, or is another block's), and the
+  // scan's last row reads its own lanes only. Each input is read a row ahead: a load issued after
+  // a store to an address a multiple of 4096 bytes apart waits for the store (the CPU predicts
+  // that they overlap), and a row's input and output often are. Narrower rows would spend most
+  // of a vector on other rows, and waited on their own stores even read three rows ahead.
+  template <int K>
+  void scan_windows(const Group& g, int64_t s0, int64_t s1, int64_t seg) {
+    constexpr int W = 8;
+    using VW = typename Lanes<Leaf0, W>::Vec;
+    using UW = typename Lanes<Leaf0, W>::Unaligned;
+    using VE = VecElem<VW>;
+    const int64_t w = g.w, pad = y_step_ > 0 ? 0 : W - w;  // a window starts pad lanes lower
+    std::array<VE, K> acc, ahead;  // ahead: the input of the row after the current one
+    std::array<Ptrs, K> x, y;      // the segments' current rows
+    std::array<bool, L> lanes;
+    static_for<L>([&](auto I) { lanes[I] = plan_.leaves[I].lane_contiguous; });
+    const auto load = [&](const Ptrs& row, bool whole) ASCAN_INLINE_LAMBDA {
+      return make_vec_elem<VW>([&](auto I) -> VW {
+        const Leaf0* p = std::get<I>(row);
+        if (!lanes[I]) return VW{} + p[0];
+        if (whole) return *reinterpret_cast<const UW*>(p - pad);
+        VW v{};
+        for (int64_t j = 0; j < w; ++j) v[pad + j] = p[j];
+        return v;
+      });
+    };
+    const auto store = [&](const Ptrs& row, const VE& e, bool whole) ASCAN_INLINE_LAMBDA {
+      static_for<L>([&](auto I) {
+        Leaf0* p = std::get<I>(row);
+        const VW v = vec_leaf<I>(e);
+        if (whole) {
+          *reinterpret_cast<UW*>(p - pad) = v;
+        } else {
+          for (int64_t j = 0; j < w; ++j) p[j] = v[pad + j];
+        }
+      });
+    };
+    const auto advance = [&](auto k) ASCAN_INLINE_LAMBDA {
+      static_for<L>([&](auto I) {
+        std::get<I>(x[k]) += x_step_[I];
+        std::get<I>(y[k]) += y_step_;
+      });
+    };
+    static_for<K>([&](auto k) {  // a segment's first row is its input
+      x[k] = x_row(g, s0 + k * seg);
+      y[k] = y_row(g, s0 + k * seg);
+      acc[k] = load(x[k], false);
+      store(y[k], acc[k], false);
+    });
+    const int64_t last = s0 + (K - 1) * seg;  // the last segment runs to s1
+    // Rows whose successor's window (read ahead) still lies before the scan's end.
+    const int64_t piped = std::clamp<int64_t>(T_ - 2 - last, 1, seg - 1);
+    std::array<Ptrs, K> xa;  // the row after the current one
+    if (piped > 1) {
+      static_for<K>([&](auto k) {
+        xa[k] = x_row(g, s0 + k * seg + 1);
+        ahead[k] = load(xa[k], true);
+      });
+    }
+    for (int64_t i = 1; i < piped; ++i) {
+      static_for<K>([&](auto k) {
+        const VE in = ahead[k];
+        advance(k);
+        static_for<L>([&](auto I) { std::get<I>(xa[k]) += x_step_[I]; });
+        ahead[k] = load(xa[k], true);
+        acc[k] = vec_elem<VW>(f_(acc[k], in));
+        store(y[k], acc[k], true);
+      });
+    }
+    // The rest, each row's input read as it comes.
+    const auto next = [&](auto k, bool whole_in, bool whole_out) ASCAN_INLINE_LAMBDA {
+      advance(k);
+      acc[k] = vec_elem<VW>(f_(acc[k], load(x[k], whole_in)));
+      store(y[k], acc[k], whole_out);
+    };
+    for (int64_t i = piped; i < seg - 1; ++i) static_for<K>([&](auto k) { next(k, true, true); });
+    static_for<K - 1>([&](auto k) { next(k, true, false); });
+    for (int64_t s = std::max(last + 1, last + seg - 1); s < s1; ++s)
+      next(std::integral_constant<size_t, K - 1>{}, s + 1 < T_, s + 1 < s1);
   }
 
   template <int K, int W>
@@ -760,6 +871,7 @@ class PointwiseRunner {
   std::array<bool, L> gather_{};  // leaf rows are gathered into lanes (see lanes_of)
   bool any_gather_ = false;
   bool blocked_sequences_ = false;
+  bool windows_ = false;  // narrow rows scanned as windows (scan_windows)
   bool one_pass_ = false;  // see kOnePassMaxElements
   int64_t scratch_bytes_ = 0;  // a worker's scratch (one block of outputs); 0: stored plainly
   std::atomic<uint8_t>* done_ = nullptr;
