@@ -397,7 +397,7 @@ INSTANTIATE_TEST_SUITE_P(Inner, ScanLanes, ::testing::Values(2, 3, 5, 7, 9, 15, 
                          [](const auto& info) { return fmt::format("Inner{}", info.param); });
 
 // Rows of 4 to 7 packed float lanes with a builtin that runs on vectors: each row is a window of
-// 8 lanes reaching into the rows after it, with several blocks, a decay broadcast over the lanes,
+// 8 lanes reaching into the row after it, with several blocks, a decay broadcast over the lanes,
 // and columns of rows back to back ([B, T, w]: a column's last rows must neither read nor write
 // the next column's).
 TEST(ScanPointwise, NarrowRowsAsWindows) {

@@ -123,9 +123,10 @@ template <class... Ts, int W> struct LocalLanes<std::tuple<Ts*...>, W> {
 
 // Builtin combines whose operations are elementwise on GCC vector types (a + b, a * b, a > b ?
 // a : b), on the element structure they take: the blocked scan of one sequence runs them on whole
-// vectors (one segment per vector lane) with the accumulator in registers. Other combines run
-// element by element through small local arrays. Not in translation units compiled by nvcc,
-// which rejects vector types in the builtins' __host__ __device__ call operators.
+// vectors (one segment per vector lane) with the accumulator in registers, and narrow float rows
+// run as one vector per row (scan_windows). Other combines run element by element through small
+// local arrays. Not in translation units compiled by nvcc, which rejects vector types in the
+// builtins' __host__ __device__ call operators.
 template <class F, class Elem, class T> inline constexpr bool vector_combine = false;
 #if !defined(__CUDACC__)
 template <class T> inline constexpr bool vector_combine<Add, T, T> = true;
