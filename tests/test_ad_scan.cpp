@@ -313,6 +313,104 @@ TEST(AdScan, NarrowRowsGradients) {
   EXPECT_TRUE(ascan::allclose(va.grad(), va2.grad(), 1e-12, 1e-12));
 }
 
+// The linear recurrence with an upstream gradient on y^b alone (the usual loss: the products y^a
+// unused) in rows of fewer than 16 lanes takes its adjoint as a linear-recurrence scan in the
+// other direction plus an elementwise pass (linrec_vjp_by_scan). Against float64 finite
+// differences with random cotangents on y^b: lengths 1, 2, 3 and odd ones; rows of 1, 2 and 7
+// lanes; several columns ([B, T] along T, [2, T, 5] along T); a decay constant along the scan, over
+// the lanes or everywhere, a b constant along the scan or over the lanes; a decay that is not a
+// parameter; both directions.
+TEST(AdScan, LinearRecurrenceAdjointAsAScan) {
+  const ascan::ad::GradcheckOptions fast{.fast = true, .num_directions = 6};
+  struct Case {
+    ascan::Shape a, b;
+    int64_t dim;
+  };
+  const Case cases[] = {{{1}, {1}, 0},         {{2}, {2}, 0},          {{3}, {3}, 0},
+                        {{37}, {37}, 0},       {{41, 2}, {41, 2}, 0},  {{23, 7}, {23, 7}, 0},
+                        {{4, 19}, {4, 19}, 1}, {{2, 13, 5}, {2, 13, 5}, 1}, {{1}, {29}, 0},
+                        {{1, 7}, {17, 7}, 0},  {{17, 1}, {17, 7}, 0},   {{1, 1}, {3, 11}, -1},
+                        {{19, 3}, {1, 3}, 0},  {{19, 3}, {19, 1}, 0}};
+  for (bool rev : {false, true}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(testing::Message() << "a " << ascan::format_shape(c.a) << ", b " << ascan::format_shape(c.b)
+                                      << ", dim " << c.dim << ", rev " << rev);
+      EXPECT_GRADCHECK([rev, dim = c.dim](const auto& x) {
+        return std::get<1>(ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, dim, {.reverse = rev}));
+      }, {uniform(c.a, 1, -1.2, 1.2), randn(c.b, 2)}, fast);
+      // The decay as a constant: only ∂b.
+      const TD a = uniform(c.a, 3, -1.2, 1.2);
+      EXPECT_GRADCHECK([rev, dim = c.dim, a](const auto& x) {
+        using V = std::decay_t<decltype(x[0])>;
+        V ca;
+        if constexpr (std::is_same_v<V, VD>) ca = ad::constant(a);
+        else ca = a;
+        return std::get<1>(ascan::associative_scan(ascan::linear_recurrence, std::tuple{ca, x[0]}, dim, {.reverse = rev}));
+      }, {randn(c.b, 4)}, fast);
+    }
+  }
+}
+
+// The same path at lengths of many pieces of its elementwise pass (8192 elements each, about), in
+// float64 against the adjoint as a sequential loop, g_t = ḡ_t + a_{t+1} g_{t+1}, ∂b_t = g_t,
+// ∂a_t = g_t y^b_{t-1}: one long sequence, [T, 3] and [3, T] (columns along T), a decay constant
+// along the scan; both directions. And a product of decays that overflows: with decays of 2 in
+// float32, the scan's product of the later decays is infinite far from the end, and a zero
+// cotangent at the last step must not turn it into NaN (the loss here only sees early steps).
+TEST(AdScan, LinearRecurrenceAdjointAsAScanLong) {
+  struct Case {
+    ascan::Shape a, b;
+    int64_t dim;
+  };
+  for (const Case& c : {Case{{30001}, {30001}, 0}, Case{{20011, 3}, {20011, 3}, 0}, Case{{3, 9001}, {3, 9001}, 1},
+                        Case{{1}, {30001}, 0}}) {
+    for (bool rev : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "b " << ascan::format_shape(c.b) << ", rev " << rev);
+      const TD a = uniform(c.a, 5, 0.9, 1.05), b = randn(c.b, 6), w = randn(c.b, 7);
+      VD va = ad::param(a), vb = ad::param(b);
+      auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{va, vb}, c.dim, {.reverse = rev});
+      ad::backward(yb, w);
+      // The reference, on the [columns, T, lanes] view of the output, a broadcast to it.
+      const ascan::Shape& shape = c.b;
+      const int64_t axis = c.dim, T = shape[axis], lanes = axis + 1 < static_cast<int64_t>(shape.size()) ? shape[axis + 1] : 1;
+      const int64_t cols = ascan::shape_numel(shape) / (T * lanes);
+      const auto at_a = [&](int64_t i) { return a.numel() == 1 ? a.data()[0] : a.data()[i]; };
+      TD da = TD::zeros(shape), db = TD::zeros(shape);
+      for (int64_t col = 0; col < cols; ++col)
+        for (int64_t j = 0; j < lanes; ++j) {
+          const auto idx = [&](int64_t s) { return (col * T + (rev ? T - 1 - s : s)) * lanes + j; };
+          double g = 0;
+          for (int64_t s = T - 1; s >= 0; --s) {
+            g = w.data()[idx(s)] + (s + 1 < T ? at_a(idx(s + 1)) * g : 0.0);
+            db.data()[idx(s)] = g;
+            da.data()[idx(s)] = s > 0 ? g * yb.value().data()[idx(s - 1)] : 0.0;
+          }
+        }
+      EXPECT_TRUE(ascan::allclose(vb.grad(), db, 1e-10, 1e-10));
+      const TD da_ref = ascan::reduce_to(da, a.shape());
+      EXPECT_TRUE(ascan::allclose(va.grad(), da_ref, 1e-9, 1e-9))
+          << (a.numel() == 1 ? testing::Message() << va.grad().data()[0] << " vs " << da_ref.data()[0] : testing::Message());
+    }
+  }
+  for (bool rev : {false, true}) {
+    const int64_t T = 300, early = 40;  // 2^40 fits a float; 2^299 does not
+    auto a = ascan::Tensor<float>::full({T}, 2.0f), b = ascan::Tensor<float>::zeros({T});
+    auto w = ascan::Tensor<float>::zeros({T});
+    const TD w64 = randn({early}, 8);
+    for (int64_t s = 0; s < early; ++s) w.data()[rev ? T - 1 - s : s] = static_cast<float>(w64.data()[s]);
+    ad::Var<float> va = ad::param(a), vb = ad::param(b);
+    auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{va, vb}, 0, {.reverse = rev});
+    ad::backward(yb, w);
+    double g = 0;
+    for (int64_t s = T - 1; s >= 0; --s) {
+      const int64_t i = rev ? T - 1 - s : s;
+      g = w.data()[i] + 2.0 * g;
+      ASSERT_NEAR(vb.grad().data()[i], g, 1e-5 * std::abs(g) + 1e-30) << "step " << s << ", rev " << rev;
+      ASSERT_EQ(va.grad().data()[i], 0.0f) << "step " << s;  // y^b is zero
+    }
+  }
+}
+
 // Long columns are cut into segments (512 steps; 256 for float64 S5, whose tile buffers would
 // outgrow their budget), chained by their (M, c): lengths with a short last segment (one step
 // for S5), every leaf kind (full, constant along the axis and summed across segments,
@@ -512,8 +610,9 @@ TEST(AdScan, ColumnSweepWithBroadcastLeaves) {
 // D = 1 / (1 - 0.99) = 100 terms, each term a product of up to D float32 factors: the worst-case
 // rounding error is about u32 * D relative to the largest gradient (u32 = 2^-24), independent
 // of T — the blocked scan does not accumulate error along the whole sequence.
-// The same for rows: [T, 7] (8 vector lanes, one of them padding) and [T, 256] (items of 16 lanes)
-// take the column sweep.
+// The same for rows: [T, 7] and [T, 256]. With the loss on y^b alone one long sequence and
+// [T, 7] take the adjoint as a scan (linrec_vjp_by_scan), [T, 256] the column sweep (items of 16
+// lanes).
 TEST(AdScan, Float32GradientsMatchFloat64) {
   const double u32 = 0x1.0p-24, depth = 100;
   for (const ascan::Shape& shape : {ascan::Shape{1000}, ascan::Shape{100000}, ascan::Shape{20000, 7}, ascan::Shape{3000, 256}}) {

@@ -8,7 +8,9 @@
 // a stretch [t0, t1) it is g_{t0} = c + M g_{t1} with (M, c) composed from the steps. Two fused
 // sweeps evaluate the Jacobians where they are needed and store nothing per step: many columns
 // walk back one lane per column (one pass); few long columns are cut into segments whose (M, c)
-// are chained first (two passes). Memory: xs, ys, ḡ and the gradients.
+// are chained first (two passes). Memory: xs, ys, ḡ and the gradients. Builtins whose
+// Jacobians are closed forms skip the duals: a sum's adjoint is the reverse sum of ḡ, the linear
+// recurrence's a linear recurrence in the other direction (linrec_vjp_by_scan).
 #pragma once
 
 #include <algorithm>
@@ -921,14 +923,190 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   return outs.finish(xs);
 }
 
+// The linear recurrence's adjoint is itself a linear recurrence. The combine (a1, b1), (a2, b2)
+// -> (a1 a2, a2 b1 + b2) has closed-form Jacobians: A_t = a_t I, and B_tᵀ maps (g^a, g^b) to
+// (g^a y^a_{t-1} + g^b y^b_{t-1}, g^b). Without an upstream gradient on the products y^a (the
+// usual case: only y^b is used), g^a = 0 and
+//     g_t = ḡ_t + a_{t+1} g_{t+1},   ∂b_t = g_t,   ∂a_t = g_t y^b_{t-1} (t >= 1),   ∂a_0 = 0.
+// So the backward is the forward scan kernel run in the other direction over the pairs
+// (a_{t+1}, ḡ_t), t < T - 1, and one elementwise pass. The scan's h_t starts from ḡ_{T-2}
+// instead of ḡ_{T-2} + a_{T-1} ḡ_{T-1} (its inputs are the caller's tensors): the missing term
+// reaches step t multiplied by a_{t+1} ... a_{T-1}, which is the scan's other output P_t, so the
+// elementwise pass takes g_t = h_t + P_t ḡ_{T-1} (without the term where ḡ_{T-1} is zero, so
+// that a product that overflowed does not turn a zero into a NaN). Streams: the scan reads a and
+// ḡ and writes P and h, the elementwise pass reads h, P and y^b and writes ∂b and ∂a over them;
+// the column and segment sweeps evaluate the Jacobians on dual numbers per element instead.
+inline constexpr int64_t kLinrecPassRows = 8192;  // elements per piece of the elementwise pass, about
+// Rows narrower than this take linrec_vjp_by_scan; wider ones the column sweep, which reads fewer
+// streams and ran faster there. Alternating runs, float32, two threads, backward alone, medians
+// of five processes' medians (sweep -> by scan): [2^22] 25.6 -> 14.8 ms, reverse with a constant
+// decay 24.3 -> 15.7; [2^22 / R, R] for R = 2: 51.8 -> 10.7, R = 3: 28.9 -> 12.4, R = 7: 16.1 ->
+// 9.8, R = 8: 46.3 -> 10.9, R = 12: 12.5 -> 11.5, R = 16: 12.1 -> 11.9, R = 64: 9.9 -> 11.0,
+// R = 256: 9.6 -> 13.0; [512, 8192] along the 8192: 29.6 -> 18.1; [64, 4096, 16] along the 4096:
+// 6.5 -> 12.4.
+inline constexpr int64_t kMaxRunForLinrecByScan = 16;
+
+template <class T>
+std::vector<Tensor<T>> linrec_vjp_by_scan(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
+                                          const std::vector<Tensor<T>>& ys, const Tensor<T>& gbar,
+                                          const std::array<bool, 2>& need, bool reverse) {
+  using Outs = GradOutputs<T, 2>;
+  using Acc = typename Outs::Acc;
+  using Flat = std::tuple<Tensor<T>, Tensor<T>>;
+  const int64_t T_len = plan.length, R = plan.run, ts = plan.out_t_stride;
+  Outs outs(plan, xs, need);
+  const auto out_buffer = [&](size_t l) {
+    return outs.mode[l] == Outs::Mode::direct ? outs.full[l] : Tensor<T>::empty(plan.out_shape);
+  };
+  // h, then g and ∂b: ∂b's own tensor when it has the output's shape. P, then ∂a: likewise.
+  Tensor<T> gb = out_buffer(1), ga = out_buffer(0);
+  if (T_len > 1) {
+    ascan::detail::PointwisePlan adj = plan;
+    adj.length = T_len - 1;
+    adj.out_shape[adj.axis] = T_len - 1;
+    adj.trivial_columns = false;  // column offsets from the strides (trivial ones assume `length`)
+    adj.leaves[1] = {ts, true, plan.out_column_strides};  // ḡ has the output's layout
+    // Steps t < T - 1 of the scan: indices [0, T - 1) forward, [1, T) in reverse; a_{t+1} sits
+    // one index further along the scan.
+    const int64_t first = reverse ? 1 : 0, a_shift = reverse ? 0 : 1;
+    const auto view = [&](const Tensor<T>& t, int64_t offset, const Shape& shape) {
+      Tensor<T> v;
+      ascan::detail::TensorAccess<T>::bind(
+          v, ascan::detail::TensorAccess<T>::make_view_header(t, shape.data(), shape.size()),
+          const_cast<T*>(t.data()) + offset, t.numel() - offset);
+      return v;
+    };
+    Shape a_shape = xs[0].shape();
+    const int64_t a_step = plan.leaves[0].t_stride;
+    const Flat in{view(xs[0], a_shift * a_step, a_shape), view(gbar, first * ts, adj.out_shape)};
+    const Flat out{view(ga, first * ts, adj.out_shape), view(gb, first * ts, adj.out_shape)};
+    ascan::detail::pointwise_scan<Flat>(ascan::LinearRecurrence{}, in, out, adj, !reverse);
+  }
+  // The elementwise pass, in pieces of whole rows of one column (short columns: several per
+  // chunk of the parallel loop). Rows back to back in memory (ts == R) are taken as one stretch
+  // between the column's first and last steps, with ḡ_{T-1} repeated to a pattern of whole
+  // vectors (so [T, 7] and one long sequence run as flat loops).
+  const int64_t rows_per_piece = std::max<int64_t>(1, kLinrecPassRows / R);
+  const int64_t pieces_per_column = (T_len + rows_per_piece - 1) / rows_per_piece;
+  const int64_t pieces = plan.num_columns * pieces_per_column;
+  const int64_t grain = pieces_per_column > 1 ? 1 : std::max<int64_t>(1, kLinrecPassRows / (T_len * R));
+  const bool want_a = need[0], sum_a = outs.mode[0] == Outs::Mode::summed, sum_b = outs.mode[1] == Outs::Mode::summed;
+  const bool summing = sum_a || sum_b;
+  std::vector<Acc> partial(summing ? pieces * R * 2 : 0);
+  const int64_t last = reverse ? 0 : T_len - 1, first = reverse ? T_len - 1 : 0, dir = reverse ? -1 : 1;
+  const bool packed = ts == R;
+  const int64_t pattern_rows = std::min(std::max<int64_t>(8, 1024 / R / 8 * 8), (std::min(T_len, rows_per_piece) + 7) / 8 * 8);
+  const int64_t pattern = packed && R < 64 ? R * pattern_rows : R;  // elements per piece of a stretch
+  const T* g_bar = gbar.data();
+  const T* yb = ys[1].data();
+  T* pg = gb.data();
+  T* pa = ga.data();
+  // n elements: g += P ḡ_{T-1} (P read from `da`, then overwritten by ∂a = g y^b_{t-1}).
+  const auto stretch = [want_a](int64_t n, T* __restrict g, T* __restrict da, const T* __restrict gl,
+                                const T* __restrict yp) {
+    if (want_a) {
+      for (int64_t m = 0; m < n; ++m) {
+        const T gv = gl[m], p = da[m], h = g[m];
+        const T gn = gv != T(0) ? h + p * gv : h;
+        g[m] = gn;
+        da[m] = gn * yp[m];
+      }
+    } else {
+      for (int64_t m = 0; m < n; ++m) {
+        const T gv = gl[m], p = da[m], h = g[m];
+        g[m] = gv != T(0) ? h + p * gv : h;
+      }
+    }
+  };
+  ascan::detail::parallel_for(pieces, grain, [&](int64_t i0, int64_t i1) {
+    std::array<int64_t, 2> leaf_off{};
+    std::vector<T> gl_pattern(static_cast<size_t>(pattern));
+    std::vector<Acc> psum(summing ? 2 * pattern : 0);
+    for (int64_t piece = i0; piece < i1; ++piece) {
+      const int64_t c = piece / pieces_per_column, k = piece % pieces_per_column;
+      int64_t off = 0;
+      plan.column_offsets(c, leaf_off.data(), off);
+      const T* gl = g_bar + off + last * ts;  // ḡ_{T-1} of each lane
+      for (int64_t q = 0; q < pattern; ++q) gl_pattern[q] = gl[q % R];
+      // Sums per position of the pattern (vector lanes), folded into the R lanes at the end.
+      if (summing) std::fill(psum.begin(), psum.end(), Acc(0));
+      const auto sum_rows = [&](int64_t e, int64_t n) {  // n elements from e (whole rows)
+        if (!summing) return;
+        Acc* sa = psum.data();
+        Acc* sb = psum.data() + pattern;
+        if (sum_a)
+          for (int64_t q = 0; q < n; ++q) sa[q] += Acc(pa[e + q]);
+        if (sum_b)
+          for (int64_t q = 0; q < n; ++q) sb[q] += Acc(pg[e + q]);
+      };
+      const int64_t r0 = k * rows_per_piece, r1 = std::min(T_len, r0 + rows_per_piece);
+      // The column's first and last steps (indices 0 and T - 1) on their own.
+      const int64_t m0 = std::max<int64_t>(r0, 1), m1 = std::min(r1, T_len - 1);
+      for (int64_t i : {int64_t{0}, T_len - 1}) {
+        if (i >= r0 && i < r1) {
+          const int64_t e = off + i * ts;
+          T* g = pg + e;
+          T* da = pa + e;
+          for (int64_t j = 0; j < R; ++j) {
+            const T gv = gl[j];
+            g[j] = i == last ? gv : gv != T(0) ? g[j] + da[j] * gv : g[j];
+          }
+          if (want_a)
+            for (int64_t j = 0; j < R; ++j) da[j] = i == first ? T(0) : g[j] * yb[e - dir * ts + j];
+          sum_rows(e, R);
+        }
+        if (T_len == 1) break;
+      }
+      if (packed) {
+        for (int64_t i = m0; i < m1;) {
+          const int64_t n = std::min(pattern, (m1 - i) * R), e = off + i * ts;
+          stretch(n, pg + e, pa + e, gl_pattern.data(), yb + e - dir * ts);
+          sum_rows(e, n);
+          i += n / R;
+        }
+      } else {
+        for (int64_t i = m0; i < m1; ++i) {
+          const int64_t e = off + i * ts;
+          stretch(R, pg + e, pa + e, gl, yb + e - dir * ts);
+          sum_rows(e, R);
+        }
+      }
+      if (summing) {
+        Acc* sums = partial.data() + piece * R * 2;
+        std::fill_n(sums, R * 2, Acc(0));
+        for (int64_t q = 0; q < pattern; ++q) {
+          sums[q % R] += psum[q];
+          sums[R + q % R] += psum[pattern + q];
+        }
+      }
+    }
+  });
+  // Summed leaves: the pieces of a column in order, into the column's slots.
+  for (size_t l = 0; l < 2; ++l) {
+    if (outs.mode[l] != Outs::Mode::summed) continue;
+    std::array<int64_t, 2> leaf_off{};
+    for (int64_t c = 0; c < plan.num_columns; ++c) {
+      int64_t off = 0;
+      plan.column_offsets(c, leaf_off.data(), off);
+      for (int64_t j = 0; j < R; ++j) {
+        Acc s = Acc(0);
+        for (int64_t k = 0; k < pieces_per_column; ++k) s += partial[((c * pieces_per_column + k) * 2 + l) * R + j];
+        outs.full[l].data()[outs.summed_offset(off) + j] = T(s);
+      }
+    }
+  }
+  return outs.finish(xs);
+}
+
 // Gradients of a pointwise scan with respect to its inputs, in each leaf's own shape.
 //   plan: the scan's plan (output shape, axis, broadcast layout of xs); xs: the leaves as given;
 //   ys: outputs; gbar: upstream gradients (a default-constructed tensor for zero); need: which
 //   gradients to return (the others are default tensors).
-// Rows of 3 or more lanes and many columns of two lanes (or strided ones) take the one-pass
-// column sweep; one long sequence, few long narrow columns and many contiguous one-lane columns
-// the segment sweep; the choice depends on the shape only, so gradients do not depend on the
-// thread count.
+// The linear recurrence with an upstream gradient on y^b alone in rows of fewer than
+// kMaxRunForLinrecByScan lanes takes linrec_vjp_by_scan. Otherwise rows of 3 or more lanes and
+// many columns of two lanes (or strided ones) take the one-pass column sweep; one long sequence,
+// few long narrow columns and many contiguous one-lane columns the segment sweep. The choice
+// depends on the shape only, so gradients do not depend on the thread count.
 template <class Elem, size_t L, class T, class F>
 std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::PointwisePlan& plan,
                                           const std::vector<Tensor<T>>& xs, const std::vector<Tensor<T>>& ys,
@@ -951,6 +1129,10 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
       dx[0] = xs[0].shape() == shape ? g : reduce_to(g, xs[0].shape());
     }
     return dx;
+  }
+  if constexpr (L == 2 && std::is_same_v<F, ascan::LinearRecurrence>) {
+    if (!gbar[0].storage_id() && gbar[1].storage_id() && plan.run < kMaxRunForLinrecByScan)
+      return linrec_vjp_by_scan<T>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse);
   }
   // Many columns of one lane, contiguous along the scan ([B, T] scanned along T), take the segment
   // sweep with whole columns as its lanes (one pass, staged by register transposes): the column
