@@ -354,7 +354,7 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScan) {
 // The same path at lengths of many pieces of its elementwise pass (8192 elements each, about), in
 // float64 against the adjoint as a sequential loop, g_t = ḡ_t + a_{t+1} g_{t+1}, ∂b_t = g_t,
 // ∂a_t = g_t y^b_{t-1}: one long sequence, [T, 3] and [3, T] (columns along T), a decay constant
-// along the scan; both directions. And a product of decays that overflows: with decays of 2 in
+// along the scan, a sequence long enough for streamed outputs; both directions. And a product of decays that overflows: with decays of 2 in
 // float32, the scan's product of the later decays is infinite far from the end, and a zero
 // cotangent at the last step must not turn it into NaN (the loss here only sees early steps).
 TEST(AdScan, LinearRecurrenceAdjointAsAScanLong) {
@@ -362,8 +362,11 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScanLong) {
     ascan::Shape a, b;
     int64_t dim;
   };
+  // The last length streams the scan's outputs (16 MiB or more), from a view one element into
+  // the gradient's buffer in one direction.
+  const int64_t streamed = ascan::detail::kStreamMinBytes / 16 + 7;
   for (const Case& c : {Case{{30001}, {30001}, 0}, Case{{20011, 3}, {20011, 3}, 0}, Case{{3, 9001}, {3, 9001}, 1},
-                        Case{{1}, {30001}, 0}}) {
+                        Case{{1}, {30001}, 0}, Case{{streamed}, {streamed}, 0}}) {
     for (bool rev : {false, true}) {
       SCOPED_TRACE(testing::Message() << "b " << ascan::format_shape(c.b) << ", rev " << rev);
       const TD a = uniform(c.a, 5, 0.9, 1.05), b = randn(c.b, 6), w = randn(c.b, 7);
