@@ -976,9 +976,8 @@ std::vector<Tensor<T>> linrec_vjp_by_scan(const ascan::detail::PointwisePlan& pl
           const_cast<T*>(t.data()) + offset, t.numel() - offset);
       return v;
     };
-    Shape a_shape = xs[0].shape();
     const int64_t a_step = plan.leaves[0].t_stride;
-    const Flat in{view(xs[0], a_shift * a_step, a_shape), view(gbar, first * ts, adj.out_shape)};
+    const Flat in{view(xs[0], a_shift * a_step, xs[0].shape()), view(gbar, first * ts, adj.out_shape)};
     const Flat out{view(ga, first * ts, adj.out_shape), view(gb, first * ts, adj.out_shape)};
     ascan::detail::pointwise_scan<Flat>(ascan::LinearRecurrence{}, in, out, adj, !reverse);
   }
@@ -1047,9 +1046,10 @@ std::vector<Tensor<T>> linrec_vjp_by_scan(const ascan::detail::PointwisePlan& pl
           const int64_t e = off + i * ts;
           T* g = pg + e;
           T* da = pa + e;
-          for (int64_t j = 0; j < R; ++j) {
-            const T gv = gl[j];
-            g[j] = i == last ? gv : gv != T(0) ? g[j] + da[j] * gv : g[j];
+          if (i == last) {
+            std::copy_n(gl, R, g);
+          } else {
+            for (int64_t j = 0; j < R; ++j) g[j] = gl[j] != T(0) ? g[j] + da[j] * gl[j] : g[j];
           }
           if (want_a)
             for (int64_t j = 0; j < R; ++j) da[j] = i == first ? T(0) : g[j] * yb[e - dir * ts + j];
