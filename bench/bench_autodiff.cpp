@@ -3,7 +3,8 @@
 // sequential loop on the tape (what a user writes without the scan), float32. Layouts: many
 // columns [4096, 1024] and [16384, 256] (the column sweep), one long sequence [2^22] and narrow
 // rows [599186, 7] (the loss is on y^b alone, so the linear recurrence and the discounted return
-// take their adjoint as a scan there; a sum its reverse sum everywhere).
+// take their adjoint as a scan there, as does the cumulative product; a sum its reverse sum
+// everywhere).
 //
 // Names: "<case>/<layout>/forward", ".../scan_grad", ".../loop_grad" (both grads: forward +
 // backward with a given cotangent). Ratios to report: backward / forward = (scan_grad - forward)
@@ -25,19 +26,20 @@ using VF = ad::Var<float>;
 
 constexpr int64_t kT = 4096, kInner = 1024;  // the layout of the loop comparison
 
-enum class Case { cumsum, linrec, discounted };
+enum class Case { cumsum, cumprod, linrec, discounted };
 
 struct Layout {
   int64_t T, inner;
 };
 
 struct Data {
-  TF a, b, w, gamma;
+  TF a, b, w, gamma, x;
   explicit Data(Layout l)
       : a(TF::random({l.T, l.inner}, 1, 0.5f, 0.99f)),
         b(TF::randn({l.T, l.inner}, 2)),
         w(TF::randn({l.T, l.inner}, 3)),
-        gamma(TF::full({1, 1}, 0.99f)) {}
+        gamma(TF::full({1, 1}, 0.99f)),
+        x(TF::random({l.T, l.inner}, 4, 0.999f, 1.001f)) {}  // products stay normal numbers
 };
 
 // One data set at a time (the long layouts take 64 MiB each): the benchmarks run layout by layout.
@@ -60,6 +62,7 @@ void forward(benchmark::State& st, Case c, Layout l) {
   for (auto _ : st) {
     switch (c) {
       case Case::cumsum: ascan::associative_scan(ascan::add, d.b, 0, {}, y); break;
+      case Case::cumprod: ascan::associative_scan(ascan::mul, d.x, 0, {}, y); break;
       case Case::linrec: ascan::associative_scan(ascan::linear_recurrence, std::tuple{d.a, d.b}, 0, {}, std::tie(ya, y)); break;
       case Case::discounted:
         ascan::associative_scan(ascan::linear_recurrence, std::tuple{d.gamma, d.b}, 0, {.reverse = true}, std::tie(ya, y));
@@ -74,10 +77,12 @@ void scan_grad(benchmark::State& st, Case c, Layout l) {
   const Data& d = data(l);
   for (auto _ : st) {
     ad::Tape<float> tape;
-    VF a = ad::param(c == Case::discounted ? d.gamma : d.a), b = ad::param(d.b);
+    VF a = ad::param(c == Case::discounted ? d.gamma : d.a), b = ad::param(c == Case::cumprod ? d.x : d.b);
     VF y;
     if (c == Case::cumsum) {
       y = ad::associative_scan(ascan::add, b, 0);
+    } else if (c == Case::cumprod) {
+      y = ad::associative_scan(ascan::mul, b, 0);
     } else {
       y = std::get<1>(ad::associative_scan(ascan::linear_recurrence, std::tuple{a, b}, 0,
                                            {.reverse = c == Case::discounted}));
@@ -95,7 +100,7 @@ void loop_grad(benchmark::State& st, Case c) {
   std::vector<TF> a_rows, b_rows;
   for (int64_t t = 0; t < kT; ++t) {
     a_rows.push_back(ascan::select(d.a, 0, t));
-    b_rows.push_back(ascan::select(d.b, 0, t));
+    b_rows.push_back(ascan::select(c == Case::cumprod ? d.x : d.b, 0, t));
   }
   for (auto _ : st) {
     ad::Tape<float> tape;
@@ -112,6 +117,7 @@ void loop_grad(benchmark::State& st, Case c) {
       } else {
         const VF& prev = hs[c == Case::discounted ? t + 1 : t - 1];
         if (c == Case::cumsum) hs[t] = prev + bs[t];
+        else if (c == Case::cumprod) hs[t] = prev * bs[t];
         else if (c == Case::linrec) hs[t] = as[t] * prev + bs[t];
         else hs[t] = gamma * prev + bs[t];
       }
@@ -124,7 +130,7 @@ void loop_grad(benchmark::State& st, Case c) {
 
 void register_all() {
   const std::pair<const char*, Case> cases[] = {
-      {"cumsum", Case::cumsum}, {"linrec", Case::linrec}, {"discounted", Case::discounted}};
+      {"cumsum", Case::cumsum}, {"cumprod", Case::cumprod}, {"linrec", Case::linrec}, {"discounted", Case::discounted}};
   const std::pair<const char*, Layout> layouts[] = {
       {"T4096_inner1024", {kT, kInner}}, {"T4194304", {1 << 22, 1}}, {"T16384_inner256", {16384, 256}},
       {"T599186_inner7", {599186, 7}}};

@@ -315,7 +315,7 @@ TEST(AdScan, NarrowRowsGradients) {
 
 // The linear recurrence with an upstream gradient on y^b alone (the usual loss: the products y^a
 // unused) in rows of fewer than 16 lanes takes its adjoint as a linear-recurrence scan in the
-// other direction plus an elementwise pass (linrec_vjp_by_scan). Against float64 finite
+// other direction plus an elementwise pass (first_order_vjp_by_scan). Against float64 finite
 // differences with random cotangents on y^b: lengths 1, 2, 3 and odd ones; rows of 1, 2 and 7
 // lanes; several columns ([B, T] along T, [2, T, 5] along T); a decay constant along the scan, over
 // the lanes or everywhere, a b constant along the scan or over the lanes; a decay that is not a
@@ -410,6 +410,56 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScanLong) {
       g = w.data()[i] + 2.0 * g;
       ASSERT_NEAR(vb.grad().data()[i], g, 1e-5 * std::abs(g) + 1e-30) << "step " << s << ", rev " << rev;
       ASSERT_EQ(va.grad().data()[i], 0.0f) << "step " << s;  // y^b is zero
+    }
+  }
+}
+
+// The cumulative product takes the same adjoint as a scan on few columns of one or two lanes,
+// with ∂x_0 = g_0 at the first step (y_{-1} = 1): against float64 finite differences, lengths 1,
+// 2, 3 and odd ones, rows of 1 and 2 lanes, a few columns ([4, T] along T) (and rows of 5, 7 and 15
+// lanes, which take the column sweep), signs changing, exact zeros in x (the gradient of a
+// product through a zero factor, which a division by x would lose), both directions; and at
+// lengths of many pieces of the elementwise pass and of streamed outputs against the adjoint as
+// a float64 sequential loop, g_t = ḡ_t + x_{t+1} g_{t+1}, ∂x_t = g_t y_{t-1}, ∂x_0 = g_0.
+TEST(AdScan, CumulativeProductAdjointAsAScan) {
+  const ascan::ad::GradcheckOptions fast{.fast = true, .num_directions = 6};
+  const std::pair<ascan::Shape, int64_t> cases[] = {{{1}, 0},     {{2}, 0},         {{3}, 0},       {{37}, 0},
+                                                   {{41, 2}, 0}, {{23, 7}, 0},     {{9, 15}, 0},   {{4, 19}, 1},
+                                                   {{2, 13, 5}, 1}, {{3, 11}, -1}};
+  for (bool rev : {false, true}) {
+    for (const auto& [shape, dim] : cases) {
+      SCOPED_TRACE(testing::Message() << ascan::format_shape(shape) << ", dim " << dim << ", rev " << rev);
+      TD x = uniform(shape, 1, -1.3, 1.3);
+      EXPECT_GRADCHECK([rev, dim](const auto& v) { return ascan::associative_scan(ascan::mul, v[0], dim, {.reverse = rev}); },
+                       {x}, fast);
+      for (int64_t i = 0; i < x.numel(); i += 5) x.data()[i] = 0.0;  // every lane meets zeros
+      EXPECT_GRADCHECK([rev, dim](const auto& v) { return ascan::associative_scan(ascan::mul, v[0], dim, {.reverse = rev}); },
+                       {x}, fast);
+    }
+  }
+  const int64_t streamed = ascan::detail::kStreamMinBytes / 8 + 7;  // 16 MiB of P, float64
+  for (const auto& [shape, dim] : {std::pair{ascan::Shape{30001}, int64_t{0}}, std::pair{ascan::Shape{20011, 2}, int64_t{0}},
+                                   std::pair{ascan::Shape{3, 9001}, int64_t{1}}, std::pair{ascan::Shape{streamed}, int64_t{0}}}) {
+    for (bool rev : {false, true}) {
+      SCOPED_TRACE(testing::Message() << ascan::format_shape(shape) << ", rev " << rev);
+      TD x = uniform(shape, 5, 0.9999, 1.0001), w = randn(shape, 7);
+      x.data()[x.numel() / 2] = 0.0;  // one lane's products vanish from the middle on
+      VD vx = ad::param(x);
+      const VD y = ascan::associative_scan(ascan::mul, vx, dim, {.reverse = rev});
+      ad::backward(y, w);
+      const int64_t T = shape[dim], lanes = dim + 1 < static_cast<int64_t>(shape.size()) ? shape[dim + 1] : 1;
+      const int64_t cols = ascan::shape_numel(shape) / (T * lanes);
+      TD dx = TD::zeros(shape);
+      for (int64_t col = 0; col < cols; ++col)
+        for (int64_t j = 0; j < lanes; ++j) {
+          const auto idx = [&](int64_t s) { return (col * T + (rev ? T - 1 - s : s)) * lanes + j; };
+          double g = 0;
+          for (int64_t s = T - 1; s >= 0; --s) {
+            g = w.data()[idx(s)] + (s + 1 < T ? x.data()[idx(s + 1)] * g : 0.0);
+            dx.data()[idx(s)] = s > 0 ? g * y.value().data()[idx(s - 1)] : g;
+          }
+        }
+      EXPECT_TRUE(ascan::allclose(vx.grad(), dx, 1e-9, 1e-9));
     }
   }
 }
@@ -614,7 +664,7 @@ TEST(AdScan, ColumnSweepWithBroadcastLeaves) {
 // rounding error is about u32 * D relative to the largest gradient (u32 = 2^-24), independent
 // of T — the blocked scan does not accumulate error along the whole sequence.
 // The same for rows: [T, 7] and [T, 256]. With the loss on y^b alone one long sequence and
-// [T, 7] take the adjoint as a scan (linrec_vjp_by_scan), [T, 256] the column sweep (items of 16
+// [T, 7] take the adjoint as a scan (first_order_vjp_by_scan), [T, 256] the column sweep (items of 16
 // lanes).
 TEST(AdScan, Float32GradientsMatchFloat64) {
   const double u32 = 0x1.0p-24, depth = 100;

@@ -10,7 +10,8 @@
 // walk back one lane per column (one pass); few long columns are cut into segments whose (M, c)
 // are chained first (two passes). Memory: xs, ys, ḡ and the gradients. Builtins whose
 // Jacobians are closed forms skip the duals: a sum's adjoint is the reverse sum of ḡ, the linear
-// recurrence's a linear recurrence in the other direction (linrec_vjp_by_scan).
+// recurrence's (and the cumulative product's) a linear recurrence in the other direction
+// (first_order_vjp_by_scan).
 #pragma once
 
 #include <algorithm>
@@ -928,29 +929,37 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
 // (g^a y^a_{t-1} + g^b y^b_{t-1}, g^b). Without an upstream gradient on the products y^a (the
 // usual case: only y^b is used), g^a = 0 and
 //     g_t = ḡ_t + a_{t+1} g_{t+1},   ∂b_t = g_t,   ∂a_t = g_t y^b_{t-1} (t >= 1),   ∂a_0 = 0.
+// A cumulative product y_t = y_{t-1} x_t has the same adjoint with a = x and y^b = y, except at
+// the first step (y_0 = x_0): ∂x_t = g_t y_{t-1} (t >= 1), ∂x_0 = g_0, and g is not returned
+// (no division by x: zeros in x are exact).
 // So the backward is the forward scan kernel run in the other direction over the pairs
 // (a_{t+1}, ḡ_t), t < T - 1, and one elementwise pass. The scan's h_t starts from ḡ_{T-2}
 // instead of ḡ_{T-2} + a_{T-1} ḡ_{T-1} (its inputs are the caller's tensors): the missing term
 // reaches step t multiplied by a_{t+1} ... a_{T-1}, which is the scan's other output P_t, so the
 // elementwise pass takes g_t = h_t + P_t ḡ_{T-1} (without the term where ḡ_{T-1} is zero, so
 // that a product that overflowed does not turn a zero into a NaN). Streams: the scan reads a and
-// ḡ and writes P and h, the elementwise pass reads h, P and y^b and writes ∂b and ∂a over them;
-// the column and segment sweeps evaluate the Jacobians on dual numbers per element instead.
+// ḡ and writes P and h, the elementwise pass reads h, P and y_{t-1} and writes ∂b (when wanted)
+// and ∂a over them; the column and segment sweeps evaluate the Jacobians on dual numbers per
+// element instead.
 inline constexpr int64_t kLinrecPassRows = 8192;  // elements per piece of the elementwise pass, about
-// Rows narrower than this take linrec_vjp_by_scan; wider ones the column sweep, which reads fewer
-// streams and ran faster there. Alternating runs, float32, two threads, backward alone, medians
-// of five processes' medians (sweep -> by scan): [2^22] 25.6 -> 14.8 ms, reverse with a constant
-// decay 24.3 -> 15.7; [2^22 / R, R] for R = 2: 51.8 -> 10.7, R = 3: 28.9 -> 12.4, R = 7: 16.1 ->
-// 9.8, R = 8: 46.3 -> 10.9, R = 12: 12.5 -> 11.5, R = 16: 12.1 -> 11.9, R = 64: 9.9 -> 11.0,
-// R = 256: 9.6 -> 13.0; [512, 8192] along the 8192: 29.6 -> 18.1; [64, 4096, 16] along the 4096:
-// 6.5 -> 12.4.
+// Rows narrower than this take first_order_vjp_by_scan; wider ones the column sweep, which reads
+// fewer streams and ran faster there. Alternating runs, float32, two threads, backward alone,
+// medians of five processes' medians (sweep -> by scan): [2^22] 25.6 -> 14.8 ms, reverse with a
+// constant decay 24.3 -> 15.7; [2^22 / R, R] for R = 2: 51.8 -> 10.7, R = 3: 28.9 -> 12.4, R = 7:
+// 16.1 -> 9.8, R = 8: 46.3 -> 10.9, R = 12: 12.5 -> 11.5, R = 16: 12.1 -> 11.9, R = 64: 9.9 ->
+// 11.0, R = 256: 9.6 -> 13.0; [512, 8192] along the 8192: 29.6 -> 18.1; [64, 4096, 16] along the
+// 4096: 6.5 -> 12.4.
 inline constexpr int64_t kMaxRunForLinrecByScan = 16;
 
-template <class T>
-std::vector<Tensor<T>> linrec_vjp_by_scan(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
-                                          const std::vector<Tensor<T>>& ys, const Tensor<T>& gbar,
-                                          const std::array<bool, 2>& need, bool reverse) {
-  using Outs = GradOutputs<T, 2>;
+// L == 2: the linear recurrence (xs = {a, b}, the loss on ys[1]); L == 1: the cumulative product
+// (xs = {x}).
+template <class T, size_t L>
+std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
+                                               const std::vector<Tensor<T>>& ys, const Tensor<T>& gbar,
+                                               const std::array<bool, L>& need, bool reverse) {
+  static_assert(L == 1 || L == 2);
+  constexpr bool kProduct = L == 1;
+  using Outs = GradOutputs<T, L>;
   using Acc = typename Outs::Acc;
   using Flat = std::tuple<Tensor<T>, Tensor<T>>;
   const int64_t T_len = plan.length, R = plan.run, ts = plan.out_t_stride;
@@ -958,13 +967,14 @@ std::vector<Tensor<T>> linrec_vjp_by_scan(const ascan::detail::PointwisePlan& pl
   const auto out_buffer = [&](size_t l) {
     return outs.mode[l] == Outs::Mode::direct ? outs.full[l] : Tensor<T>::empty(plan.out_shape);
   };
-  // h, then g and ∂b: ∂b's own tensor when it has the output's shape. P, then ∂a: likewise.
-  Tensor<T> gb = out_buffer(1), ga = out_buffer(0);
+  // h, then g (∂b): ∂b's own tensor when it has the output's shape. P, then ∂a: likewise.
+  Tensor<T> ga = out_buffer(0), gb = kProduct ? Tensor<T>::empty(plan.out_shape) : out_buffer(L - 1);
   if (T_len > 1) {
     ascan::detail::PointwisePlan adj = plan;
     adj.length = T_len - 1;
     adj.out_shape[adj.axis] = T_len - 1;
     adj.trivial_columns = false;  // column offsets from the strides (trivial ones assume `length`)
+    adj.leaves.resize(2);
     adj.leaves[1] = {ts, true, plan.out_column_strides};  // ḡ has the output's layout
     // Steps t < T - 1 of the scan: indices [0, T - 1) forward, [1, T) in reverse; a_{t+1} sits
     // one index further along the scan.
@@ -989,7 +999,8 @@ std::vector<Tensor<T>> linrec_vjp_by_scan(const ascan::detail::PointwisePlan& pl
   const int64_t pieces_per_column = (T_len + rows_per_piece - 1) / rows_per_piece;
   const int64_t pieces = plan.num_columns * pieces_per_column;
   const int64_t grain = pieces_per_column > 1 ? 1 : std::max<int64_t>(1, kLinrecPassRows / (T_len * R));
-  const bool want_a = need[0], sum_a = outs.mode[0] == Outs::Mode::summed, sum_b = outs.mode[1] == Outs::Mode::summed;
+  const bool want_a = need[0], want_b = !kProduct && need[L - 1];
+  const bool sum_a = outs.mode[0] == Outs::Mode::summed, sum_b = !kProduct && outs.mode[L - 1] == Outs::Mode::summed;
   const bool summing = sum_a || sum_b;
   std::vector<Acc> partial(summing ? pieces * R * 2 : 0);
   const int64_t last = reverse ? 0 : T_len - 1, first = reverse ? T_len - 1 : 0, dir = reverse ? -1 : 1;
@@ -997,28 +1008,28 @@ std::vector<Tensor<T>> linrec_vjp_by_scan(const ascan::detail::PointwisePlan& pl
   const int64_t pattern_rows = std::min(std::max<int64_t>(8, 1024 / R / 8 * 8), (std::min(T_len, rows_per_piece) + 7) / 8 * 8);
   const int64_t pattern = packed && R < 64 ? R * pattern_rows : R;  // elements per piece of a stretch
   const T* g_bar = gbar.data();
-  const T* yb = ys[1].data();
+  const T* y_prev = ys[L - 1].data();  // y^b_{t-1} (the product's y_{t-1}) at index t - dir
   T* pg = gb.data();
   T* pa = ga.data();
-  // n elements: g += P ḡ_{T-1} (P read from `da`, then overwritten by ∂a = g y^b_{t-1}).
-  const auto stretch = [want_a](int64_t n, T* __restrict g, T* __restrict da, const T* __restrict gl,
-                                const T* __restrict yp) {
-    if (want_a) {
+  // n elements: g = h + P ḡ_{T-1} (h read from `g`, P from `da`), then ∂a = g y_{t-1} over P; g
+  // is stored where it is returned.
+  const auto stretch = [want_a, want_b](int64_t n, T* __restrict g, T* __restrict da, const T* __restrict gl,
+                                        const T* __restrict yp) {
+    const auto gn = [&](int64_t m) { return gl[m] != T(0) ? g[m] + da[m] * gl[m] : g[m]; };
+    if (want_a && want_b) {
       for (int64_t m = 0; m < n; ++m) {
-        const T gv = gl[m], p = da[m], h = g[m];
-        const T gn = gv != T(0) ? h + p * gv : h;
-        g[m] = gn;
-        da[m] = gn * yp[m];
+        const T v = gn(m);
+        g[m] = v;
+        da[m] = v * yp[m];
       }
+    } else if (want_a) {
+      for (int64_t m = 0; m < n; ++m) da[m] = gn(m) * yp[m];
     } else {
-      for (int64_t m = 0; m < n; ++m) {
-        const T gv = gl[m], p = da[m], h = g[m];
-        g[m] = gv != T(0) ? h + p * gv : h;
-      }
+      for (int64_t m = 0; m < n; ++m) g[m] = gn(m);
     }
   };
   ascan::detail::parallel_for(pieces, grain, [&](int64_t i0, int64_t i1) {
-    std::array<int64_t, 2> leaf_off{};
+    std::array<int64_t, L> leaf_off{};
     std::vector<T> gl_pattern(static_cast<size_t>(pattern));
     std::vector<Acc> psum(summing ? 2 * pattern : 0);
     for (int64_t piece = i0; piece < i1; ++piece) {
@@ -1051,8 +1062,9 @@ std::vector<Tensor<T>> linrec_vjp_by_scan(const ascan::detail::PointwisePlan& pl
           } else {
             for (int64_t j = 0; j < R; ++j) g[j] = gl[j] != T(0) ? g[j] + da[j] * gl[j] : g[j];
           }
+          // The first step: y_{-1} is the product's identity 1; y^b_{-1} is 0.
           if (want_a)
-            for (int64_t j = 0; j < R; ++j) da[j] = i == first ? T(0) : g[j] * yb[e - dir * ts + j];
+            for (int64_t j = 0; j < R; ++j) da[j] = i == first ? (kProduct ? g[j] : T(0)) : g[j] * y_prev[e - dir * ts + j];
           sum_rows(e, R);
         }
         if (T_len == 1) break;
@@ -1060,14 +1072,14 @@ std::vector<Tensor<T>> linrec_vjp_by_scan(const ascan::detail::PointwisePlan& pl
       if (packed) {
         for (int64_t i = m0; i < m1;) {
           const int64_t n = std::min(pattern, (m1 - i) * R), e = off + i * ts;
-          stretch(n, pg + e, pa + e, gl_pattern.data(), yb + e - dir * ts);
+          stretch(n, pg + e, pa + e, gl_pattern.data(), y_prev + e - dir * ts);
           sum_rows(e, n);
           i += n / R;
         }
       } else {
         for (int64_t i = m0; i < m1; ++i) {
           const int64_t e = off + i * ts;
-          stretch(R, pg + e, pa + e, gl, yb + e - dir * ts);
+          stretch(R, pg + e, pa + e, gl, y_prev + e - dir * ts);
           sum_rows(e, R);
         }
       }
@@ -1082,9 +1094,9 @@ std::vector<Tensor<T>> linrec_vjp_by_scan(const ascan::detail::PointwisePlan& pl
     }
   });
   // Summed leaves: the pieces of a column in order, into the column's slots.
-  for (size_t l = 0; l < 2; ++l) {
+  for (size_t l = 0; l < L; ++l) {
     if (outs.mode[l] != Outs::Mode::summed) continue;
-    std::array<int64_t, 2> leaf_off{};
+    std::array<int64_t, L> leaf_off{};
     for (int64_t c = 0; c < plan.num_columns; ++c) {
       int64_t off = 0;
       plan.column_offsets(c, leaf_off.data(), off);
@@ -1103,7 +1115,8 @@ std::vector<Tensor<T>> linrec_vjp_by_scan(const ascan::detail::PointwisePlan& pl
 //   ys: outputs; gbar: upstream gradients (a default-constructed tensor for zero); need: which
 //   gradients to return (the others are default tensors).
 // The linear recurrence with an upstream gradient on y^b alone in rows of fewer than
-// kMaxRunForLinrecByScan lanes takes linrec_vjp_by_scan. Otherwise rows of 3 or more lanes and
+// kMaxRunForLinrecByScan lanes takes first_order_vjp_by_scan, the cumulative product where the
+// segment sweep would take few columns of one or two lanes. Otherwise rows of 3 or more lanes and
 // many columns of two lanes (or strided ones) take the one-pass column sweep; one long sequence,
 // few long narrow columns and many contiguous one-lane columns the segment sweep. The choice
 // depends on the shape only, so gradients do not depend on the thread count.
@@ -1132,14 +1145,25 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
   }
   if constexpr (L == 2 && std::is_same_v<F, ascan::LinearRecurrence>) {
     if (!gbar[0].storage_id() && gbar[1].storage_id() && plan.run < kMaxRunForLinrecByScan)
-      return linrec_vjp_by_scan<T>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse);
+      return first_order_vjp_by_scan<T, 2>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse);
   }
   // Many columns of one lane, contiguous along the scan ([B, T] scanned along T), take the segment
   // sweep with whole columns as its lanes (one pass, staged by register transposes): the column
   // sweep would run one real lane of 8 per column (discounted return on [512, 8192]: 45 -> 15 ms
   // backward in alternating runs; the linear recurrence about equal, 19.6 vs 18.9 ms).
   const bool lanes_across_columns = plan.run == 1 && plan.out_t_stride == 1;
-  if (plan.run >= kMinRunForColumns || (plan.num_columns * plan.run >= kMinColumnsForSweep && !lanes_across_columns))
+  const bool few_lanes = plan.num_columns * plan.run < kMinColumnsForSweep;
+  if constexpr (L == 1 && std::is_same_v<F, ascan::Mul>) {
+    // Where the segment sweep would take few columns of one or two lanes. Alternating runs,
+    // float32, backward alone, medians of 15 (sweep -> by scan): [2^22] 7.7-8.2 -> 5.9-6.5 ms,
+    // reverse 7.0-7.5 -> 5.5-5.7, [2^21, 2] 10.4-14.4 -> 6.3-7.7; where the column sweep runs,
+    // the scan lost ([2^22 / 8, 8] 4.4-6.1 against 9.4-12.8 ms; [599186, 7] 4.3-5.1 against
+    // 6.0-6.9), as it did to the segment sweep with whole columns as lanes ([512, 8192] along
+    // the 8192: 4.7-5.4 against 8.2-9.3).
+    if (gbar[0].storage_id() && plan.run < kMinRunForColumns && few_lanes)
+      return first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
+  }
+  if (plan.run >= kMinRunForColumns || (!few_lanes && !lanes_across_columns))
     return pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
   return pointwise_vjp_segments<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
 }
