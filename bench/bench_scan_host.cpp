@@ -8,6 +8,7 @@
 // eigen / eigen_tp2 (Eigen Tensor cumsum, default device and a 2-thread pool; add only);
 // thrust_* (bench_thrust.cpp). Peers that scan one value type see a row of [T, inner] as one
 // element (Row<N>, RowPair<N> for the linear recurrence: same bytes, array-of-structs layout).
+// Every thread flushes subnormals to zero, as ascan's scans do (flush_denormals_process_wide).
 #define EIGEN_USE_THREADS  // before any Eigen header: enables ThreadPoolDevice
 #include <unsupported/Eigen/CXX11/Tensor>
 
@@ -231,8 +232,10 @@ void register_all() {
 }  // namespace ascan_bench
 
 int main(int argc, char** argv) {
+  ascan_bench::flush_denormals_process_wide();  // before any thread: the peers' pools inherit it
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("flush_denormals", "every thread (peers too)");
   ascan_bench::register_all();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -13,10 +13,60 @@
 
 #include "ascan/error.hpp"
 
+#if defined(__x86_64__) || defined(_M_X64) || defined(__SSE2__)
+#include <xmmintrin.h>
+#define ASCAN_MXCSR 1
+#endif
+
 namespace ascan {
 namespace {
 
 thread_local bool t_in_region = false;
+std::atomic<bool> g_flush_denormals{true};
+
+thread_local int t_mode_depth = 0;     // FloatModeScopes alive on this thread
+thread_local bool t_mode_flush = true;  // the outermost one's mode (what workers are given)
+
+// The floating-point control word's flush bits for `flush` (set or cleared); returns the word
+// before. Results then depend on the setting alone, not on the thread's inherited mode.
+uint64_t set_float_mode(bool flush) {
+#if defined(ASCAN_MXCSR)
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(flush ? saved | 0x8040u : saved & ~0x8040u);  // FTZ (bit 15), DAZ (bit 6)
+  return saved;
+#elif defined(__aarch64__)
+  uint64_t saved;
+  asm volatile("mrs %0, fpcr" : "=r"(saved));
+  const uint64_t fz = uint64_t{1} << 24;
+  asm volatile("msr fpcr, %0" : : "r"(flush ? saved | fz : saved & ~fz));
+  return saved;
+#else
+  (void)flush;
+  return 0;
+#endif
+}
+
+void restore_float_mode(uint64_t saved) {
+#if defined(ASCAN_MXCSR)
+  _mm_setcsr(static_cast<unsigned>(saved));
+#elif defined(__aarch64__)
+  asm volatile("msr fpcr, %0" : : "r"(saved));
+#else
+  (void)saved;
+#endif
+}
+
+// A pool worker's mode for one job.
+class JobFloatMode {
+ public:
+  explicit JobFloatMode(bool flush) : saved_(set_float_mode(flush)) {}
+  ~JobFloatMode() { restore_float_mode(saved_); }
+  JobFloatMode(const JobFloatMode&) = delete;
+  JobFloatMode& operator=(const JobFloatMode&) = delete;
+
+ private:
+  uint64_t saved_;
+};
 
 int default_threads() {
   if (const char* env = std::getenv("ASCAN_NUM_THREADS")) {
@@ -47,6 +97,7 @@ class Pool {
     auto job = std::make_shared<Job>();
     job->body = &body;
     job->num_workers = num_workers;
+    job->flush = t_mode_flush;  // run_workers holds a FloatModeScope
     job->next.store(1);
     job->remaining.store(num_workers - 1);
     {
@@ -94,6 +145,7 @@ class Pool {
   struct Job {
     const std::function<void(int)>* body = nullptr;
     int num_workers = 0;
+    bool flush = true;  // the region's flush_denormals(), applied on every worker
     std::atomic<int> next{0};
     std::atomic<int> remaining{0};
     std::mutex error_mutex;
@@ -129,6 +181,7 @@ class Pool {
         seen = generation_;
         job = job_;
       }
+      const JobFloatMode mode(job->flush);
       job->help(*this);
     }
   }
@@ -157,12 +210,34 @@ void set_num_threads(int n) {
 
 int num_threads() { return pool().num_threads(); }
 
+void set_flush_denormals(bool on) { g_flush_denormals.store(on, std::memory_order_relaxed); }
+bool flush_denormals() { return g_flush_denormals.load(std::memory_order_relaxed); }
+
 namespace detail {
 
 bool in_parallel_region() { return t_in_region; }
 
+FloatModeScope::FloatModeScope() {
+  if (t_in_region || t_mode_depth > 0) return;
+  active_ = true;
+  ++t_mode_depth;
+  t_mode_flush = g_flush_denormals.load(std::memory_order_relaxed);
+  saved_ = set_float_mode(t_mode_flush);
+}
+
+FloatModeScope::~FloatModeScope() {
+  if (!active_) return;
+  restore_float_mode(saved_);
+  --t_mode_depth;
+}
+
 void run_workers(int num_workers, const std::function<void(int)>& body) {
-  if (num_workers <= 1 || t_in_region) {
+  if (t_in_region) {  // nested: the enclosing region's setting holds
+    for (int w = 0; w < num_workers; ++w) body(w);
+    return;
+  }
+  const FloatModeScope mode;
+  if (num_workers <= 1) {
     for (int w = 0; w < num_workers; ++w) body(w);
     return;
   }
@@ -174,7 +249,12 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   grain = std::max<int64_t>(grain, 1);
   const int64_t max_chunks = (n + grain - 1) / grain;
   const int workers = static_cast<int>(std::min<int64_t>(num_threads(), max_chunks));
-  if (workers <= 1 || t_in_region) {
+  if (t_in_region) {
+    body(0, n);
+    return;
+  }
+  const FloatModeScope mode;
+  if (workers <= 1) {
     body(0, n);
     return;
   }

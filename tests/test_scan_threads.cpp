@@ -3,7 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -141,6 +143,65 @@ TEST(ScanThreads, ConcurrentCallersGetCorrectResults) {
   for (int i = 0; i < 4; ++i) {
     EXPECT_TRUE(ref::exact(got_x[i], rx.leaves[0], rx.shape)) << "call " << i;
     EXPECT_TRUE(ref::exact(got_z[i], rz.leaves[0], rz.shape)) << "call " << i;
+  }
+}
+
+// Flushing subnormals (ascan::set_flush_denormals): a cumulative product whose second step
+// underflows (1e-30 * 1e-10 = 1e-40, below float's smallest normal 1.18e-38) is 0 from there on
+// when flushing (the default), and the IEEE subnormal when not, on one thread and on two, in
+// both directions, and at lengths that run on one worker and on several; a subnormal input reads
+// as zero when flushing. The caller's floating-point setting is restored when the call returns:
+// its own arithmetic still produces subnormals.
+class FlushSetting {
+ public:
+  explicit FlushSetting(bool on) : saved_(ascan::flush_denormals()) { ascan::set_flush_denormals(on); }
+  ~FlushSetting() { ascan::set_flush_denormals(saved_); }
+  FlushSetting(const FlushSetting&) = delete;
+  FlushSetting& operator=(const FlushSetting&) = delete;
+
+ private:
+  bool saved_;
+};
+
+TEST(ScanThreads, FlushesSubnormalsForTheCallOnly) {
+  EXPECT_TRUE(ascan::flush_denormals());  // the default
+  volatile float tiny = 1e-30f, small = 1e-10f;
+  const float subnormal = tiny * small;  // this thread: IEEE
+  ASSERT_GT(subnormal, 0.0f);
+  ASSERT_LT(subnormal, std::numeric_limits<float>::min());
+  for (int threads : {1, 2}) {
+    ThreadCount count(threads);
+    for (int64_t n : {int64_t{64}, ref::large(int64_t{1} << 20)}) {
+      for (bool reverse : {false, true}) {
+        SCOPED_TRACE(testing::Message() << threads << " threads, n = " << n << ", reverse " << reverse);
+        auto x = Tensor<float>::full({n}, 1.0f);
+        const int64_t first = reverse ? n - 1 : 0, second = reverse ? n - 2 : 1;
+        x.data()[first] = tiny;
+        x.data()[second] = small;
+        for (bool flush : {true, false}) {
+          FlushSetting setting(flush);
+          const auto y = ascan::associative_scan(ascan::mul, x, 0, {.reverse = reverse});
+          const float expected = flush ? 0.0f : subnormal;
+          int64_t wrong = 0;
+          for (int64_t s = 1; s < n; ++s) wrong += y.data()[reverse ? n - 1 - s : s] != expected;
+          EXPECT_EQ(wrong, 0) << "flush " << flush;
+          EXPECT_EQ(y.data()[first], tiny);
+          EXPECT_GT(tiny * small, 0.0f) << "the caller's setting after the call, flush " << flush;
+        }
+        // A subnormal input: read as zero by the combine when flushing (the first step, a copy of
+        // its input, keeps it).
+        auto z = Tensor<float>::full({n}, 1.0f);
+        z.data()[first] = subnormal;
+        z.data()[second] = 0x1p100f;
+        volatile float big = 0x1p100f;
+        for (bool flush : {true, false}) {
+          FlushSetting setting(flush);
+          const auto y = ascan::associative_scan(ascan::mul, z, 0, {.reverse = reverse});
+          EXPECT_EQ(y.data()[first], subnormal);
+          EXPECT_EQ(y.data()[second], flush ? 0.0f : subnormal * big) << "flush " << flush;
+        }
+      }
+    }
   }
 }
 

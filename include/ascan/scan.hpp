@@ -30,6 +30,7 @@
 #include "ascan/detail/scan_plan.hpp"
 #include "ascan/detail/tree.hpp"
 #include "ascan/options.hpp"
+#include "ascan/parallel.hpp"
 #include "ascan/tensor.hpp"
 
 namespace ascan {
@@ -72,6 +73,7 @@ void check_output_aliasing(const Flat& xs, const Flat& ys, std::string_view wher
 template <class X, class Fn>
 void scan_pointwise(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree<X>::Flat* ys_given,
                     typename Tree<X>::Flat& ys, int64_t dim, const ScanOptions& opts) {
+  const FloatModeScope mode;  // subnormals (ascan::set_flush_denormals) for the whole call
   const auto shapes = leaf_shape_ptrs(xs);
   const auto plan_ptr = cached_pointwise_plan(shapes.data(), shapes.size(), dim, kScanName);
   const PointwisePlan& plan = *plan_ptr;
@@ -90,6 +92,7 @@ void scan_pointwise(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree
 template <class X, bool Batched, class Fn>
 void scan_generic(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree<X>::Flat* ys_given,
                   typename Tree<X>::Flat& ys, int64_t dim, const ScanOptions& opts) {
+  const FloatModeScope mode;
   const std::vector<Shape> shapes = leaf_shapes(xs);
   const int64_t d = check_generic_leaves(shapes, dim, kScanName);
   if (ys_given) {
@@ -118,6 +121,7 @@ void scan_list(const Combine& combine, const std::vector<Tensor<T>>& xs, int64_t
                   "take two std::vector<ascan::Tensor<T>> (the slices) and return one.");
     if constexpr (std::is_invocable_r_v<X, const Fn&, const X&, const X&>) {
       if (xs.empty()) raise("{}: xs is an empty list, expected at least one leaf", kScanName);
+      const FloatModeScope mode;
       std::vector<Shape> shapes;
       std::vector<LeafStorage> in_storage, out_storage;
       for (const auto& t : xs) {

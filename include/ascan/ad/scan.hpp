@@ -144,7 +144,11 @@ V scan_pointwise(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opt
       any_need = any_need || need[l];
     }
     if (!any_grad || !any_need) return;
-    const auto dx = pointwise_scan_vjp<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
+    std::vector<Tensor<T>> dx;
+    {
+      const ascan::detail::FloatModeScope mode;  // subnormals as ascan::set_flush_denormals says
+      dx = pointwise_scan_vjp<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
+    }
     for (size_t l = 0; l < L; ++l)
       if (need[l]) s.accumulate(in_ids[l], dx[l]);
   };
