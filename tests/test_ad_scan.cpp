@@ -229,7 +229,7 @@ TEST(AdScan, ColumnSweepAndSegmentSweepAgree) {
 // algorithm, in float64.
 TEST(AdScan, ColumnSweepNarrowRows) {
   for (bool rev : {false, true}) {
-    // 32 and 64 lanes: runs under 1024 lanes are swept in items of 16.
+    // 32 lanes: runs under 48 lanes are swept in items of 16; 64: one item of a runtime count.
     for (int64_t R : {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 32, 64}) {
       expect_paths_agree<2>(ascan::linear_recurrence, {uniform({41, R}, R, -1.0, 1.0), randn({41, R}, 100 + R)}, 0, rev,
                             200 + R);
@@ -250,15 +250,17 @@ TEST(AdScan, ColumnSweepNarrowRows) {
 }
 
 // Gradients of kStreamMinBytes or more leave the column sweep through scratch rows copied with
-// streaming stores: wide items ([T, 1024]: items of 512 lanes), items of 16 lanes ([T, 256]),
-// two items per row with a decay constant along the scan (its gradient summed, not streamed),
-// against the segment sweep, both directions.
+// streaming stores: wide items ([T, 1024]: items of 512 lanes; [T, 256]: two of 128), items of
+// 16 lanes ([T, 32]), two items per row with a decay constant along the scan (its gradient
+// summed, not streamed), against the segment sweep, both directions.
 TEST(AdScan, ColumnSweepStreamsLargeGradients) {
   const int64_t bytes = ascan::detail::kStreamMinBytes;  // float64, two leaves: 16 bytes per element
   for (bool rev : {false, true}) {
     const int64_t T1 = bytes / (16 * 1024) + 3, T2 = bytes / (16 * 256) + 1, T3 = bytes / (8 * 1000) + 1;
     expect_paths_agree<2>(ascan::linear_recurrence, {uniform({T1, 1024}, 1, -1.0, 1.0), randn({T1, 1024}, 2)}, 0, rev, 3);
     expect_paths_agree<2>(ascan::linear_recurrence, {uniform({T2, 256}, 4, -1.0, 1.0), randn({T2, 256}, 5)}, 0, rev, 6);
+    const int64_t T4 = bytes / (16 * 32) + 1;
+    expect_paths_agree<2>(ascan::linear_recurrence, {uniform({T4, 32}, 10, -1.0, 1.0), randn({T4, 32}, 11)}, 0, rev, 12);
     expect_paths_agree<2>(ascan::linear_recurrence, {uniform({1, 1000}, 7, 0.3, 0.9), randn({T3, 1000}, 8)}, 0, rev, 9);
   }
 }

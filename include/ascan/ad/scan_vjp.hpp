@@ -190,10 +190,16 @@ struct SweepLanes {
 };
 
 // Runs narrower than this are swept in items of 16 lanes (a constant lane count, see
-// kPaddedLanes): items of 64..256 lanes with a runtime count ran at 0.5-0.7 of that speed
-// ([T, 256]: 3.5 vs 2.1 ns per element, [T, 128]: 3.2 vs 2.5), while [T, 1024] runs best as
-// two items of 512 (1.7 vs 3.1 ns in items of 32).
-inline constexpr int64_t kMinRunForWideItems = 1024;
+// kPaddedLanes); wider ones in items of up to SweepLanes::max lanes with a runtime count. On an
+// Intel Xeon server VM (2 threads, float32 linear recurrence, backward alone, medians of 9, old
+// -> new path), wide items won from 48 lanes on: [16384, 256] 15.5-17.3 -> 8.7 ms, with a
+// decay broadcast in reverse 13.4-14.0 -> 4.9-6.1, [32768, 128] 15.7 -> 6.6-6.8, [65536, 64]
+// 12-16 -> 7-9.6, [87381, 48] 14-16 -> 7-9.4, the cumulative product [16384, 256] 7.9-8.6 ->
+// 3.1-3.6; at 32 lanes the two tied (6.1 vs 6.3-6.7 ms). Rows of 16 lanes there walk the rows
+// of a wide layout a 64-byte piece at a time, a row stride apart. (On an AMD EPYC VM the
+// runtime count had run at 0.5-0.7 of the speed of items of 16 for 64..256 lanes.) [T, 1024]
+// runs best as two items of 512 (1.7 vs 3.1 ns per element in items of 32).
+inline constexpr int64_t kMinRunForWideItems = 48;
 inline constexpr int64_t kPaddedLanes = 16;  // narrower items run padded to 8 or 16 lanes
 
 // Lanes per work item: 16 for runs under kMinRunForWideItems, otherwise up to `max_lanes` of one
