@@ -19,16 +19,25 @@ namespace {
 using ascan::Shape;
 using ascan::Tensor;
 
-// Sets the thread count for one scope and restores the previous one.
-class ThreadCount {
+// Sets a library setting for one scope and restores the previous value.
+template <class V>
+class ScopedSetting {
  public:
-  explicit ThreadCount(int n) : saved_(ascan::num_threads()) { ascan::set_num_threads(n); }
-  ~ThreadCount() { ascan::set_num_threads(saved_); }
-  ThreadCount(const ThreadCount&) = delete;
-  ThreadCount& operator=(const ThreadCount&) = delete;
+  ScopedSetting(V (*get)(), void (*set)(V), V value) : set_(set), saved_(get()) { set_(value); }
+  ~ScopedSetting() { set_(saved_); }
+  ScopedSetting(const ScopedSetting&) = delete;
+  ScopedSetting& operator=(const ScopedSetting&) = delete;
 
  private:
-  int saved_;
+  void (*set_)(V);
+  V saved_;
+};
+
+struct ThreadCount : ScopedSetting<int> {
+  explicit ThreadCount(int n) : ScopedSetting(ascan::num_threads, ascan::set_num_threads, n) {}
+};
+struct FlushSetting : ScopedSetting<bool> {
+  explicit FlushSetting(bool on) : ScopedSetting(ascan::flush_denormals, ascan::set_flush_denormals, on) {}
 };
 
 template <class Fn>
@@ -152,17 +161,6 @@ TEST(ScanThreads, ConcurrentCallersGetCorrectResults) {
 // both directions, and at lengths that run on one worker and on several; a subnormal input reads
 // as zero when flushing. The caller's floating-point setting is restored when the call returns:
 // its own arithmetic still produces subnormals.
-class FlushSetting {
- public:
-  explicit FlushSetting(bool on) : saved_(ascan::flush_denormals()) { ascan::set_flush_denormals(on); }
-  ~FlushSetting() { ascan::set_flush_denormals(saved_); }
-  FlushSetting(const FlushSetting&) = delete;
-  FlushSetting& operator=(const FlushSetting&) = delete;
-
- private:
-  bool saved_;
-};
-
 TEST(ScanThreads, FlushesSubnormalsForTheCallOnly) {
   EXPECT_TRUE(ascan::flush_denormals());  // the default
   volatile float tiny = 1e-30f, small = 1e-10f;
