@@ -25,7 +25,8 @@ int num_threads();
 // (the linear recurrence's y^a, its adjoint's products) reach them and, with decays close to 1,
 // stay there (0.99 times a small subnormal rounds back to itself). The first step of a scan is a
 // copy of its input and keeps a subnormal one. Off: IEEE gradual underflow, at that cost. Other
-// host operations (tensor arithmetic, matmul, the tape's ops) keep the caller's setting.
+// host operations (tensor arithmetic, matmul, the tape's ops), outside a Generic-mode combine
+// that a scan calls, keep the caller's setting.
 void set_flush_denormals(bool on);
 bool flush_denormals();
 
