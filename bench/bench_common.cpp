@@ -4,10 +4,6 @@
 #include <algorithm>
 #include <map>
 
-#if defined(__x86_64__) || defined(__SSE2__)
-#include <xmmintrin.h>
-#endif
-
 namespace ascan_bench {
 namespace {
 
@@ -38,20 +34,6 @@ void fill_inputs(CaseData& c) {
     }
   }
 }
-
-}  // namespace
-
-void flush_denormals_process_wide() {
-#if defined(__x86_64__) || defined(__SSE2__)
-  _mm_setcsr(_mm_getcsr() | 0x8040u);  // FTZ and DAZ
-#elif defined(__aarch64__)
-  uint64_t fpcr;
-  asm volatile("mrs %0, fpcr" : "=r"(fpcr));
-  asm volatile("msr fpcr, %0" : : "r"(fpcr | (uint64_t{1} << 24)));
-#endif
-}
-
-namespace {
 
 struct Resident {
   std::unique_ptr<CaseData> data;

@@ -46,14 +46,6 @@ struct CaseData {
   int64_t numel() const { return T * inner; }
 };
 
-// Subnormals flushed to zero on this thread and every thread created after it (POSIX threads
-// inherit the floating-point environment): the peers then compute with the arithmetic ascan's
-// scans use by default (ascan::set_flush_denormals). The linear recurrence's products of decays
-// in [0.99, 1) underflow after ~2 * 10^4 steps and stay subnormal (0.995 times a small subnormal
-// rounds back to itself), where each operation took ~100x longer on an x86 server CPU: a plain
-// loop over 2^25 steps measured 1.78 s with them against ~0.05 s flushed.
-void flush_denormals_process_wide();
-
 // The data of case (op, inner); switching to another case frees the previous one.
 CaseData& get_case(Op op, int64_t inner);
 

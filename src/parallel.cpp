@@ -232,12 +232,8 @@ FloatModeScope::~FloatModeScope() {
 }
 
 void run_workers(int num_workers, const std::function<void(int)>& body) {
-  if (t_in_region) {  // nested: the enclosing region's setting holds
-    for (int w = 0; w < num_workers; ++w) body(w);
-    return;
-  }
-  const FloatModeScope mode;
-  if (num_workers <= 1) {
+  const FloatModeScope mode;  // a no-op when nested: the enclosing region's mode holds
+  if (num_workers <= 1 || t_in_region) {
     for (int w = 0; w < num_workers; ++w) body(w);
     return;
   }
@@ -249,12 +245,8 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   grain = std::max<int64_t>(grain, 1);
   const int64_t max_chunks = (n + grain - 1) / grain;
   const int workers = static_cast<int>(std::min<int64_t>(num_threads(), max_chunks));
-  if (t_in_region) {
-    body(0, n);
-    return;
-  }
   const FloatModeScope mode;
-  if (workers <= 1) {
+  if (workers <= 1 || t_in_region) {
     body(0, n);
     return;
   }
