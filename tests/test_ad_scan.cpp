@@ -316,12 +316,13 @@ TEST(AdScan, NarrowRowsGradients) {
 }
 
 // The linear recurrence with an upstream gradient on y^b alone (the usual loss: the products y^a
-// unused) in rows of fewer than 16 lanes takes its adjoint as a linear-recurrence scan in the
-// other direction plus an elementwise pass (first_order_vjp_by_scan). Against float64 finite
-// differences with random cotangents on y^b: lengths 1, 2, 3 and odd ones; rows of 1, 2 and 7
-// lanes; several columns ([B, T] along T, [2, T, 5] along T); a decay constant along the scan, over
-// the lanes or everywhere, a b constant along the scan or over the lanes; a decay that is not a
-// parameter; both directions.
+// unused) in rows of fewer than 1024 lanes (16 with a decay constant along the scan) takes its
+// adjoint as a linear-recurrence scan in the other direction plus an elementwise pass
+// (first_order_vjp_by_scan). Against float64 finite differences with random cotangents on y^b:
+// lengths 1, 2, 3 and odd ones; rows of 1, 2, 7 and 300 lanes (two work items of 256 and 44);
+// several columns ([B, T] along T, [2, T, 5] along T); rows of 2 lanes 6 apart (a decay broadcast
+// over the middle dim); a decay constant along the scan, over the lanes or everywhere, a b
+// constant along the scan or over the lanes; a decay that is not a parameter; both directions.
 TEST(AdScan, LinearRecurrenceAdjointAsAScan) {
   const ascan::ad::GradcheckOptions fast{.fast = true, .num_directions = 6};
   struct Case {
@@ -332,7 +333,8 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScan) {
                         {{37}, {37}, 0},       {{41, 2}, {41, 2}, 0},  {{23, 7}, {23, 7}, 0},
                         {{4, 19}, {4, 19}, 1}, {{2, 13, 5}, {2, 13, 5}, 1}, {{1}, {29}, 0},
                         {{1, 7}, {17, 7}, 0},  {{17, 1}, {17, 7}, 0},   {{1, 1}, {3, 11}, -1},
-                        {{19, 3}, {1, 3}, 0},  {{19, 3}, {19, 1}, 0}};
+                        {{19, 3}, {1, 3}, 0},  {{19, 3}, {19, 1}, 0},   {{13, 3, 1}, {13, 3, 2}, 0},
+                        {{9, 300}, {9, 300}, 0}};
   for (bool rev : {false, true}) {
     for (const Case& c : cases) {
       SCOPED_TRACE(testing::Message() << "a " << ascan::format_shape(c.a) << ", b " << ascan::format_shape(c.b)
@@ -353,12 +355,16 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScan) {
   }
 }
 
-// The same path at lengths of many pieces of its elementwise pass (8192 elements each, about), in
-// float64 against the adjoint as a sequential loop, g_t = ḡ_t + a_{t+1} g_{t+1}, ∂b_t = g_t,
-// ∂a_t = g_t y^b_{t-1}: one long sequence, [T, 3] and [3, T] (columns along T), a decay constant
-// along the scan, a sequence long enough for streamed outputs; both directions. And a product of decays that overflows: with decays of 2 in
-// float32, the scan's product of the later decays is infinite far from the end, and a zero
-// cotangent at the last step must not turn it into NaN (the loss here only sees early steps).
+// The same path over many blocks of its scan (the gradients computed from each block's rows as
+// they become final, the blocks chained through a side buffer), in float64 against the adjoint
+// as a sequential loop, g_t = ḡ_t + a_{t+1} g_{t+1}, ∂b_t = g_t, ∂a_t = g_t y^b_{t-1}: one long
+// sequence, [T, 3], [T, 300] and [3, T] (columns along T), a decay constant along the scan
+// (summed per lane and block) or a b constant along it, outputs large enough to be streamed (one
+// sequence, also with a summed decay, whose own rows are never stored; [T, 128]); both
+// directions. And a product of decays that
+// overflows: with decays of 2 in float32, the scan's product of the later decays is infinite far
+// from the end, and a zero cotangent at the last step must not turn it into NaN (the loss here
+// only sees early steps).
 TEST(AdScan, LinearRecurrenceAdjointAsAScanLong) {
   struct Case {
     ascan::Shape a, b;
@@ -368,18 +374,25 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScanLong) {
   // the gradient's buffer in one direction.
   const int64_t streamed = ascan::detail::kStreamMinBytes / 16 + 7;
   for (const Case& c : {Case{{30001}, {30001}, 0}, Case{{20011, 3}, {20011, 3}, 0}, Case{{3, 9001}, {3, 9001}, 1},
-                        Case{{1}, {30001}, 0}, Case{{streamed}, {streamed}, 0}}) {
+                        Case{{1}, {30001}, 0}, Case{{1, 3}, {20011, 3}, 0}, Case{{20011, 3}, {1, 3}, 0},
+                        Case{{4001, 300}, {4001, 300}, 0}, Case{{streamed / 128 + 1, 128}, {streamed / 128 + 1, 128}, 0},
+                        Case{{streamed}, {streamed}, 0}, Case{{1}, {streamed}, 0}}) {
     for (bool rev : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "b " << ascan::format_shape(c.b) << ", rev " << rev);
-      const TD a = uniform(c.a, 5, 0.9, 1.05), b = randn(c.b, 6), w = randn(c.b, 7);
+      SCOPED_TRACE(testing::Message() << "a " << ascan::format_shape(c.a) << ", b " << ascan::format_shape(c.b)
+                                      << ", rev " << rev);
+      // The output's shape: one of the two (the other is broadcast to it).
+      const ascan::Shape& shape = ascan::shape_numel(c.a) > ascan::shape_numel(c.b) ? c.a : c.b;
+      const TD a = uniform(c.a, 5, 0.9, 1.05), b = randn(c.b, 6), w = randn(shape, 7);
       VD va = ad::param(a), vb = ad::param(b);
       auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{va, vb}, c.dim, {.reverse = rev});
       ad::backward(yb, w);
-      // The reference, on the [columns, T, lanes] view of the output, a broadcast to it.
-      const ascan::Shape& shape = c.b;
+      // The reference, on the [columns, T, lanes] view of the output, a and b broadcast to it.
       const int64_t axis = c.dim, T = shape[axis], lanes = axis + 1 < static_cast<int64_t>(shape.size()) ? shape[axis + 1] : 1;
       const int64_t cols = ascan::shape_numel(shape) / (T * lanes);
-      const auto at_a = [&](int64_t i) { return a.numel() == 1 ? a.data()[0] : a.data()[i]; };
+      // a at output offset i: one value, one per lane (constant along the scan), or its own.
+      const auto at_a = [&](int64_t i) {
+        return a.numel() == 1 ? a.data()[0] : a.shape()[axis] == 1 ? a.data()[i % lanes] : a.data()[i];
+      };
       TD da = TD::zeros(shape), db = TD::zeros(shape);
       for (int64_t col = 0; col < cols; ++col)
         for (int64_t j = 0; j < lanes; ++j) {
@@ -391,7 +404,7 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScanLong) {
             da.data()[idx(s)] = s > 0 ? g * yb.value().data()[idx(s - 1)] : 0.0;
           }
         }
-      EXPECT_TRUE(ascan::allclose(vb.grad(), db, 1e-10, 1e-10));
+      EXPECT_TRUE(ascan::allclose(vb.grad(), ascan::reduce_to(db, b.shape()), 1e-9, 1e-9));
       const TD da_ref = ascan::reduce_to(da, a.shape());
       EXPECT_TRUE(ascan::allclose(va.grad(), da_ref, 1e-9, 1e-9))
           << (a.numel() == 1 ? testing::Message() << va.grad().data()[0] << " vs " << da_ref.data()[0] : testing::Message());
@@ -421,7 +434,7 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScanLong) {
 // 2, 3 and odd ones, rows of 1 and 2 lanes, a few columns ([4, T] along T) (and rows of 5, 7 and 15
 // lanes, which take the column sweep), signs changing, exact zeros in x (the gradient of a
 // product through a zero factor, which a division by x would lose), both directions; and at
-// lengths of many pieces of the elementwise pass and of streamed outputs against the adjoint as
+// lengths of many blocks of the scan and of streamed outputs against the adjoint as
 // a float64 sequential loop, g_t = ḡ_t + x_{t+1} g_{t+1}, ∂x_t = g_t y_{t-1}, ∂x_0 = g_0.
 TEST(AdScan, CumulativeProductAdjointAsAScan) {
   const ascan::ad::GradcheckOptions fast{.fast = true, .num_directions = 6};
@@ -665,12 +678,13 @@ TEST(AdScan, ColumnSweepWithBroadcastLeaves) {
 // D = 1 / (1 - 0.99) = 100 terms, each term a product of up to D float32 factors: the worst-case
 // rounding error is about u32 * D relative to the largest gradient (u32 = 2^-24), independent
 // of T — the blocked scan does not accumulate error along the whole sequence.
-// The same for rows: [T, 7] and [T, 256]. With the loss on y^b alone one long sequence and
-// [T, 7] take the adjoint as a scan (first_order_vjp_by_scan), [T, 256] the column sweep (items of 16
-// lanes).
+// The same for rows: [T, 7], [T, 256] and [T, 1024]. With the loss on y^b alone one long
+// sequence, [T, 7] and [T, 256] take the adjoint as a scan (first_order_vjp_by_scan), [T, 1024]
+// the column sweep (items of 512 lanes).
 TEST(AdScan, Float32GradientsMatchFloat64) {
   const double u32 = 0x1.0p-24, depth = 100;
-  for (const ascan::Shape& shape : {ascan::Shape{1000}, ascan::Shape{100000}, ascan::Shape{20000, 7}, ascan::Shape{3000, 256}}) {
+  for (const ascan::Shape& shape : {ascan::Shape{1000}, ascan::Shape{100000}, ascan::Shape{20000, 7}, ascan::Shape{3000, 256},
+                                   ascan::Shape{800, 1024}}) {
     const int64_t T = shape.front(), n = ascan::shape_numel(shape);
     const TD a64 = uniform(shape, 1, 0.5, 0.99), b64 = randn(shape, 2), w64 = randn(shape, 3);
     auto grads = [&](auto tag) {

@@ -943,19 +943,143 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
 // instead of ḡ_{T-2} + a_{T-1} ḡ_{T-1} (its inputs are the caller's tensors): the missing term
 // reaches step t multiplied by a_{t+1} ... a_{T-1}, which is the scan's other output P_t, so the
 // elementwise pass takes g_t = h_t + P_t ḡ_{T-1} (without the term where ḡ_{T-1} is zero, so
-// that a product that overflowed does not turn a zero into a NaN). Streams: the scan reads a and
-// ḡ and writes P and h, the elementwise pass reads h, P and y_{t-1} and writes ∂b (when wanted)
-// and ∂a over them; the column and segment sweeps evaluate the Jacobians on dual numbers per
-// element instead.
-inline constexpr int64_t kLinrecPassRows = 8192;  // elements per piece of the elementwise pass, about
-// Rows narrower than this take first_order_vjp_by_scan; wider ones the column sweep, which reads
-// fewer streams and ran faster there. Alternating runs, float32, two threads, backward alone,
-// medians of five processes' medians (sweep -> by scan): [2^22] 25.6 -> 14.8 ms, reverse with a
-// constant decay 24.3 -> 15.7; [2^22 / R, R] for R = 2: 51.8 -> 10.7, R = 3: 28.9 -> 12.4, R = 7:
-// 16.1 -> 9.8, R = 8: 46.3 -> 10.9, R = 12: 12.5 -> 11.5, R = 16: 12.1 -> 11.9, R = 64: 9.9 ->
-// 11.0, R = 256: 9.6 -> 13.0; [512, 8192] along the 8192: 29.6 -> 18.1; [64, 4096, 16] along the
-// 4096: 6.5 -> 12.4.
-inline constexpr int64_t kMaxRunForLinrecByScan = 16;
+// that a product that overflowed does not turn a zero into a NaN). The pass runs on each block of
+// the scan while it is in cache (FirstOrderEpilogue), so the backward reads a, ḡ and y_{t-1} and
+// writes ∂a and ∂b: five streams for the linear recurrence, four for the product (P and h are
+// never stored). Fusing it took the float32 backward through the tape, medians of 11, two
+// processes each, from 5.6-5.8 to 4.0-5.6 ms on [2^22] (linear recurrence), 5.9-7.1 -> 4.4-5.1
+// on [599186, 7], and 5.8-6.4 -> 3.7-4.2 ms on [2^22] for the product, 6.1-7.2 -> 4.1-4.2 on
+// [2^21, 2]. The column and segment sweeps evaluate the Jacobians on dual numbers per element
+// instead.
+// Rows narrower than this take first_order_vjp_by_scan; wider ones the column sweep, which ran
+// faster there. Intel Xeon VM, float32, two threads, backward through the tape, three processes'
+// medians of 21 each (sweep -> by scan), 2^22 elements as [2^22 / R, R]: R = 16: 6.3-8.7 ->
+// 5.0-6.3 ms, 32: 4.6-6.0 -> 4.1-5.0, 64: 4.8-7.6 -> 4.0-4.5, 128: 4.7-5.4 -> 3.8-4.1, 256:
+// 4.8-6.5 -> 4.2-4.9, 512: 3.6-4.2 -> 3.8-3.9, 1024: 3.1-4.3 -> 3.5-4.2; in reverse, R = 256:
+// 4.0-4.4 -> 3.5-4.4, 1024: 3.2-4.4 -> 3.6-4.1. (Before the elementwise pass was fused into the
+// scan, on an AMD EPYC VM, the sweep won from R = 64 on.)
+inline constexpr int64_t kMaxRunForLinrecByScan = 1024;
+// The same with a decay constant along the scan (its gradient summed per lane): the sweep reads
+// it once per item, the scan's epilogue sums it per block. Reverse, [2^22 / R, R] (sweep -> by
+// scan): R = 256: 3.9-4.2 -> 4.5-4.8 ms, 1024: 2.8-3.7 -> 4.9-5.6.
+inline constexpr int64_t kMaxRunForLinrecByScanConstantDecay = 16;
+
+// The elementwise pass of first_order_vjp_by_scan as an epilogue of its scan (see
+// PointwiseRunner): each block's final rows (P_t, h_t), still in cache, become
+// g_t = h_t + P_t ḡ_{T-1}, ∂b_t = g_t over h_t and ∂a_t = g_t y_{t-1} over P_t, and are stored
+// only where a gradient is returned in the output's shape. Gradients summed over the steps (a
+// leaf broadcast along the scan) are summed per work item and lane into `sums`.
+template <class T, bool kProduct>
+struct FirstOrderEpilogue {
+  static constexpr bool active = true;
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+  static constexpr int64_t kPattern = 256;  // elements of ḡ_{T-1} repeated for packed narrow rows
+
+  const T* gbar;      // ḡ and y^b (the product's y) in the output's layout, whole tensors
+  const T* y;
+  int64_t shift;      // the adjoint scan's outputs start `shift` rows into the whole tensors
+  int64_t ts;         // the output's row stride
+  int64_t adj_len;    // steps of the adjoint scan (T - 1)
+  bool adj_reverse;   // its direction
+  int64_t last, first, dir;     // the forward scan's last and first step indices, its direction
+  std::array<bool, 2> keep{};   // ∂a (over P), ∂b (over h) stored
+  std::array<bool, 2> sum{};    // summed into `sums`
+  bool want_a = false, want_b = false;
+  Acc* sums = nullptr;          // per item: 2 x `lanes` partial sums (∂a, then ∂b)
+  int64_t* column_offset = nullptr;  // per item: the output offset of its lane 0 at step 0
+  int64_t* width = nullptr;          // per item: its lanes
+  int64_t lanes = 0;
+
+  bool keeps(size_t leaf) const { return keep[leaf]; }
+
+  void operator()(int64_t item, std::tuple<T*, T*> rows, int64_t offset, int64_t, int64_t n, int64_t w, int64_t lo,
+                  int64_t) const {
+    T* const P = std::get<0>(rows);
+    T* const H = std::get<1>(rows);
+    // Rows ascend in address with the forward's step index; the lowest is step t_lo, at offset o.
+    const int64_t t_lo = (adj_reverse ? adj_len - 1 - lo : lo) + shift;
+    const int64_t o = offset + shift * ts;
+    const T* gl = gbar + o + (last - t_lo) * ts;  // ḡ_{T-1} of the lanes
+    const T* yp = y + o - dir * ts;               // y_{t-1} of the lowest row (not read at step `first`)
+    const bool summing = sum[0] || sum[1];
+    Acc part[2][kPattern];
+    int64_t period = w;  // pattern positions summed into `part`
+    int64_t i0 = 0, i1 = n;
+    // The forward's first step: y_{-1} is the product's identity 1, y^b_{-1} is 0.
+    const auto first_row = [&](int64_t i) {
+      T* p = P + i * ts;
+      T* h = H + i * ts;
+      for (int64_t j = 0; j < w; ++j) {
+        h[j] = gl[j] != T(0) ? h[j] + p[j] * gl[j] : h[j];
+        p[j] = kProduct ? h[j] : T(0);
+      }
+    };
+    if (t_lo == first) first_row(i0++);
+    else if (t_lo + n - 1 == first) first_row(--i1);
+    if (summing) {
+      std::fill_n(part[0], kPattern, Acc(0));
+      std::fill_n(part[1], kPattern, Acc(0));
+      for (int64_t i = 0; i < n; ++i)
+        if (i < i0 || i >= i1) add_sums(part, P + i * ts, H + i * ts, w);
+    }
+    if (ts == w && w < 16) {
+      // Packed narrow rows: flat loops over whole rows (a loop of w per row would be scalar),
+      // with ḡ_{T-1} one value (one lane) or repeated to 16 rows, in pieces of `period`.
+      T pattern[kPattern];
+      period = w == 1 ? kPattern : 16 * w;
+      if (w > 1)
+        for (int64_t q = 0; q < period; ++q) pattern[q] = gl[q % w];
+      const int64_t e1 = i1 * w;
+      for (int64_t e = i0 * w; e < e1; e += period) {
+        const int64_t len = std::min(period, e1 - e);
+        if (w == 1) stretch<true>(P + e, H + e, gl, yp + e, len);
+        else stretch<false>(P + e, H + e, pattern, yp + e, len);
+        if (summing) add_sums(part, P + e, H + e, len);
+      }
+    } else {
+      for (int64_t i = i0; i < i1; ++i) {
+        stretch<false>(P + i * ts, H + i * ts, gl, yp + i * ts, w);
+        if (summing) add_sums(part, P + i * ts, H + i * ts, w);
+      }
+    }
+    if (summing) {
+      column_offset[item] = o - t_lo * ts;
+      width[item] = w;
+      for (int l = 0; l < 2; ++l)
+        if (sum[l])
+          for (int64_t q = 0; q < period; ++q) sums[(item * 2 + l) * lanes + q % w] += part[l][q];
+    }
+  }
+
+  // n elements: g = h + P ḡ_{T-1} where ḡ_{T-1} is not zero (so that a product that overflowed
+  // does not turn a zero into a NaN), stored over h; ∂a = g y_{t-1} over P. ḡ_{T-1} is gl[m], or
+  // gl[0] for all (kOne).
+  template <bool kOne>
+  void stretch(T* __restrict p, T* __restrict h, const T* __restrict gl, const T* __restrict yp, int64_t n) const {
+    const auto g = [&](int64_t m) {
+      const T l = gl[kOne ? 0 : m];
+      return l != T(0) ? h[m] + p[m] * l : h[m];
+    };
+    if (want_a && want_b) {
+      for (int64_t m = 0; m < n; ++m) {
+        const T v = g(m);
+        h[m] = v;
+        p[m] = v * yp[m];
+      }
+    } else if (want_a) {
+      for (int64_t m = 0; m < n; ++m) p[m] = g(m) * yp[m];
+    } else {
+      for (int64_t m = 0; m < n; ++m) h[m] = g(m);
+    }
+  }
+
+  void add_sums(Acc (&part)[2][kPattern], const T* p, const T* h, int64_t n) const {
+    if (sum[0])
+      for (int64_t q = 0; q < n; ++q) part[0][q] += Acc(p[q]);
+    if (sum[1])
+      for (int64_t q = 0; q < n; ++q) part[1][q] += Acc(h[q]);
+  }
+};
 
 // L == 2: the linear recurrence (xs = {a, b}, the loss on ys[1]); L == 1: the cumulative product
 // (xs = {x}).
@@ -968,13 +1092,27 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
   using Outs = GradOutputs<T, L>;
   using Acc = typename Outs::Acc;
   using Flat = std::tuple<Tensor<T>, Tensor<T>>;
-  const int64_t T_len = plan.length, R = plan.run, ts = plan.out_t_stride;
+  using Epilogue = FirstOrderEpilogue<T, kProduct>;
+  const int64_t T_len = plan.length, ts = plan.out_t_stride;
   Outs outs(plan, xs, need);
-  const auto out_buffer = [&](size_t l) {
-    return outs.mode[l] == Outs::Mode::direct ? outs.full[l] : Tensor<T>::empty(plan.out_shape);
+  const auto mode = [&](size_t leaf) { return kProduct && leaf == 1 ? Outs::Mode::none : outs.mode[L == 2 ? leaf : 0]; };
+  // ∂a over the scan's P, ∂b over its h: the gradients' own tensors where they are returned in
+  // the output's shape (elsewhere the scan's scratch; a temporary when the scan stores in place).
+  const auto buffer = [&](size_t leaf) {
+    return mode(leaf) == Outs::Mode::direct ? outs.full[L == 2 ? leaf : 0] : Tensor<T>::empty(plan.out_shape);
   };
-  // h, then g (∂b): ∂b's own tensor when it has the output's shape. P, then ∂a: likewise.
-  Tensor<T> ga = out_buffer(0), gb = kProduct ? Tensor<T>::empty(plan.out_shape) : out_buffer(L - 1);
+  Tensor<T> ga = buffer(0), gb = buffer(1);
+  const int64_t last = reverse ? 0 : T_len - 1, first = reverse ? T_len - 1 : 0, dir = reverse ? -1 : 1;
+  Epilogue epi{gbar.data(), ys[L - 1].data(), reverse ? 1 : 0, ts, T_len - 1, !reverse, last, first, dir};
+  for (size_t leaf = 0; leaf < 2; ++leaf) {
+    epi.keep[leaf] = mode(leaf) == Outs::Mode::direct;
+    epi.sum[leaf] = mode(leaf) == Outs::Mode::summed;
+  }
+  epi.want_a = mode(0) != Outs::Mode::none;
+  epi.want_b = mode(1) != Outs::Mode::none;
+  const bool summing = epi.sum[0] || epi.sum[1];
+  std::vector<Acc> sums;
+  std::vector<int64_t> column_offset, width;
   if (T_len > 1) {
     ascan::detail::PointwisePlan adj = plan;
     adj.length = T_len - 1;
@@ -984,7 +1122,7 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
     adj.leaves[1] = {ts, true, plan.out_column_strides};  // ḡ has the output's layout
     // Steps t < T - 1 of the scan: indices [0, T - 1) forward, [1, T) in reverse; a_{t+1} sits
     // one index further along the scan.
-    const int64_t first = reverse ? 1 : 0, a_shift = reverse ? 0 : 1;
+    const int64_t a_shift = reverse ? 0 : 1;
     const auto view = [&](const Tensor<T>& t, int64_t offset, const Shape& shape) {
       Tensor<T> v;
       ascan::detail::TensorAccess<T>::bind(
@@ -992,126 +1130,67 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
           const_cast<T*>(t.data()) + offset, t.numel() - offset);
       return v;
     };
-    const int64_t a_step = plan.leaves[0].t_stride;
-    const Flat in{view(xs[0], a_shift * a_step, xs[0].shape()), view(gbar, first * ts, adj.out_shape)};
-    const Flat out{view(ga, first * ts, adj.out_shape), view(gb, first * ts, adj.out_shape)};
-    ascan::detail::pointwise_scan<Flat>(ascan::LinearRecurrence{}, in, out, adj, !reverse);
-  }
-  // The elementwise pass, in pieces of whole rows of one column (short columns: several per
-  // chunk of the parallel loop). Rows back to back in memory (ts == R) are taken as one stretch
-  // between the column's first and last steps, with ḡ_{T-1} repeated to a pattern of whole
-  // vectors (so [T, 7] and one long sequence run as flat loops).
-  const int64_t rows_per_piece = std::max<int64_t>(1, kLinrecPassRows / R);
-  const int64_t pieces_per_column = (T_len + rows_per_piece - 1) / rows_per_piece;
-  const int64_t pieces = plan.num_columns * pieces_per_column;
-  const int64_t grain = pieces_per_column > 1 ? 1 : std::max<int64_t>(1, kLinrecPassRows / (T_len * R));
-  const bool want_a = need[0], want_b = !kProduct && need[L - 1];
-  const bool sum_a = outs.mode[0] == Outs::Mode::summed, sum_b = !kProduct && outs.mode[L - 1] == Outs::Mode::summed;
-  const bool summing = sum_a || sum_b;
-  std::vector<Acc> partial(summing ? pieces * R * 2 : 0);
-  const int64_t last = reverse ? 0 : T_len - 1, first = reverse ? T_len - 1 : 0, dir = reverse ? -1 : 1;
-  const bool packed = ts == R;
-  const int64_t pattern_rows = std::min(std::max<int64_t>(8, 1024 / R / 8 * 8), (std::min(T_len, rows_per_piece) + 7) / 8 * 8);
-  const int64_t pattern = packed && R < 64 ? R * pattern_rows : R;  // elements per piece of a stretch
-  const T* g_bar = gbar.data();
-  const T* y_prev = ys[L - 1].data();  // y^b_{t-1} (the product's y_{t-1}) at index t - dir
-  T* pg = gb.data();
-  T* pa = ga.data();
-  // n elements: g = h + P ḡ_{T-1} (h read from `g`, P from `da`), then ∂a = g y_{t-1} over P; g
-  // is stored where it is returned.
-  const auto stretch = [want_a, want_b](int64_t n, T* __restrict g, T* __restrict da, const T* __restrict gl,
-                                        const T* __restrict yp) {
-    const auto gn = [&](int64_t m) { return gl[m] != T(0) ? g[m] + da[m] * gl[m] : g[m]; };
-    if (want_a && want_b) {
-      for (int64_t m = 0; m < n; ++m) {
-        const T v = gn(m);
-        g[m] = v;
-        da[m] = v * yp[m];
-      }
-    } else if (want_a) {
-      for (int64_t m = 0; m < n; ++m) da[m] = gn(m) * yp[m];
-    } else {
-      for (int64_t m = 0; m < n; ++m) g[m] = gn(m);
+    const Flat in{view(xs[0], a_shift * plan.leaves[0].t_stride, xs[0].shape()), view(gbar, epi.shift * ts, adj.out_shape)};
+    const Flat out{view(ga, epi.shift * ts, adj.out_shape), view(gb, epi.shift * ts, adj.out_shape)};
+    const ascan::LinearRecurrence f{};
+    ascan::detail::PointwiseRunner<Flat, ascan::LinearRecurrence, Epilogue> runner(f, in, out, adj, !reverse, epi);
+    if (summing) {
+      epi.lanes = runner.group_lanes();
+      sums.assign(runner.num_items() * 2 * epi.lanes, Acc(0));
+      column_offset.assign(runner.num_items(), 0);
+      width.assign(runner.num_items(), 0);
+      epi.sums = sums.data();
+      epi.column_offset = column_offset.data();
+      epi.width = width.data();
     }
+    runner.run();
+  }
+  // The forward's last step, which the adjoint scan leaves out: g = ḡ_{T-1}.
+  const T* g_bar = gbar.data();
+  const T* y_prev = ys[L - 1].data();
+  const auto last_step = [&](int64_t e, T& g, T& da) {  // e: an output offset at step `last`
+    g = g_bar[e];
+    da = T_len == 1 ? (kProduct ? g : T(0)) : g * y_prev[e - dir * ts];
   };
-  ascan::detail::parallel_for(pieces, grain, [&](int64_t i0, int64_t i1) {
+  const int64_t R = plan.run;
+  ascan::detail::parallel_for(plan.num_columns, std::max<int64_t>(1, 4096 / R), [&](int64_t c0, int64_t c1) {
     std::array<int64_t, L> leaf_off{};
-    std::vector<T> gl_pattern(static_cast<size_t>(pattern));
-    std::vector<Acc> psum(summing ? 2 * pattern : 0);
-    for (int64_t piece = i0; piece < i1; ++piece) {
-      const int64_t c = piece / pieces_per_column, k = piece % pieces_per_column;
+    for (int64_t c = c0; c < c1; ++c) {
       int64_t off = 0;
       plan.column_offsets(c, leaf_off.data(), off);
-      const T* gl = g_bar + off + last * ts;  // ḡ_{T-1} of each lane
-      for (int64_t q = 0; q < pattern; ++q) gl_pattern[q] = gl[q % R];
-      // Sums per position of the pattern (vector lanes), folded into the R lanes at the end.
-      if (summing) std::fill(psum.begin(), psum.end(), Acc(0));
-      const auto sum_rows = [&](int64_t e, int64_t n) {  // n elements from e (whole rows)
-        if (!summing) return;
-        Acc* sa = psum.data();
-        Acc* sb = psum.data() + pattern;
-        if (sum_a)
-          for (int64_t q = 0; q < n; ++q) sa[q] += Acc(pa[e + q]);
-        if (sum_b)
-          for (int64_t q = 0; q < n; ++q) sb[q] += Acc(pg[e + q]);
-      };
-      const int64_t r0 = k * rows_per_piece, r1 = std::min(T_len, r0 + rows_per_piece);
-      // The column's first and last steps (indices 0 and T - 1) on their own.
-      const int64_t m0 = std::max<int64_t>(r0, 1), m1 = std::min(r1, T_len - 1);
-      for (int64_t i : {int64_t{0}, T_len - 1}) {
-        if (i >= r0 && i < r1) {
-          const int64_t e = off + i * ts;
-          T* g = pg + e;
-          T* da = pa + e;
-          if (i == last) {
-            std::copy_n(gl, R, g);
-          } else {
-            for (int64_t j = 0; j < R; ++j) g[j] = gl[j] != T(0) ? g[j] + da[j] * gl[j] : g[j];
-          }
-          // The first step: y_{-1} is the product's identity 1; y^b_{-1} is 0.
-          if (want_a)
-            for (int64_t j = 0; j < R; ++j) da[j] = i == first ? (kProduct ? g[j] : T(0)) : g[j] * y_prev[e - dir * ts + j];
-          sum_rows(e, R);
-        }
-        if (T_len == 1) break;
-      }
-      if (packed) {
-        for (int64_t i = m0; i < m1;) {
-          const int64_t n = std::min(pattern, (m1 - i) * R), e = off + i * ts;
-          stretch(n, pg + e, pa + e, gl_pattern.data(), y_prev + e - dir * ts);
-          sum_rows(e, n);
-          i += n / R;
-        }
-      } else {
-        for (int64_t i = m0; i < m1; ++i) {
-          const int64_t e = off + i * ts;
-          stretch(R, pg + e, pa + e, gl, y_prev + e - dir * ts);
-          sum_rows(e, R);
-        }
-      }
-      if (summing) {
-        Acc* sums = partial.data() + piece * R * 2;
-        std::fill_n(sums, R * 2, Acc(0));
-        for (int64_t q = 0; q < pattern; ++q) {
-          sums[q % R] += psum[q];
-          sums[R + q % R] += psum[pattern + q];
-        }
+      for (int64_t j = 0; j < R; ++j) {
+        const int64_t e = off + last * ts + j;
+        T g, da;
+        last_step(e, g, da);
+        if (epi.keep[0]) ga.data()[e] = da;
+        if (epi.keep[1]) gb.data()[e] = g;
       }
     }
   });
-  // Summed leaves: the pieces of a column in order, into the column's slots.
-  for (size_t l = 0; l < L; ++l) {
-    if (outs.mode[l] != Outs::Mode::summed) continue;
+  if (summing) {
+    // Summed leaves: each item's lanes in item order (a column's blocks in order), then the last
+    // step, into the slots of the summed tensors.
+    std::array<std::vector<Acc>, 2> total;
+    for (size_t leaf = 0; leaf < 2; ++leaf)
+      if (epi.sum[leaf]) total[leaf].assign(outs.full[L == 2 ? leaf : 0].numel(), Acc(0));
+    for (size_t item = 0; item < width.size(); ++item)
+      for (size_t leaf = 0; leaf < 2; ++leaf)
+        if (epi.sum[leaf])
+          for (int64_t j = 0; j < width[item]; ++j)
+            total[leaf][outs.summed_offset(column_offset[item]) + j] += sums[(item * 2 + leaf) * epi.lanes + j];
     std::array<int64_t, L> leaf_off{};
     for (int64_t c = 0; c < plan.num_columns; ++c) {
       int64_t off = 0;
       plan.column_offsets(c, leaf_off.data(), off);
       for (int64_t j = 0; j < R; ++j) {
-        Acc s = Acc(0);
-        for (int64_t k = 0; k < pieces_per_column; ++k) s += partial[((c * pieces_per_column + k) * 2 + l) * R + j];
-        outs.full[l].data()[outs.summed_offset(off) + j] = T(s);
+        T g, da;
+        last_step(off + last * ts + j, g, da);
+        if (epi.sum[0]) total[0][outs.summed_offset(off) + j] += Acc(da);
+        if (epi.sum[1]) total[1][outs.summed_offset(off) + j] += Acc(g);
       }
     }
+    for (size_t leaf = 0; leaf < 2; ++leaf)
+      if (epi.sum[leaf]) std::transform(total[leaf].begin(), total[leaf].end(), outs.full[L == 2 ? leaf : 0].data(), [](Acc v) { return T(v); });
   }
   return outs.finish(xs);
 }
@@ -1121,7 +1200,8 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
 //   ys: outputs; gbar: upstream gradients (a default-constructed tensor for zero); need: which
 //   gradients to return (the others are default tensors).
 // The linear recurrence with an upstream gradient on y^b alone in rows of fewer than
-// kMaxRunForLinrecByScan lanes takes first_order_vjp_by_scan, the cumulative product where the
+// kMaxRunForLinrecByScan lanes (kMaxRunForLinrecByScanConstantDecay with a decay constant along
+// the scan) takes first_order_vjp_by_scan, the cumulative product where the
 // segment sweep would take few columns of one or two lanes. Otherwise rows of 3 or more lanes and
 // many columns of two lanes (or strided ones) take the one-pass column sweep; one long sequence,
 // few long narrow columns and many contiguous one-lane columns the segment sweep. The choice
@@ -1150,7 +1230,9 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
     return dx;
   }
   if constexpr (L == 2 && std::is_same_v<F, ascan::LinearRecurrence>) {
-    if (!gbar[0].storage_id() && gbar[1].storage_id() && plan.run < kMaxRunForLinrecByScan)
+    const bool constant_decay = plan.leaves[0].t_stride == 0;
+    if (!gbar[0].storage_id() && gbar[1].storage_id() &&
+        plan.run < (constant_decay ? kMaxRunForLinrecByScanConstantDecay : kMaxRunForLinrecByScan))
       return first_order_vjp_by_scan<T, 2>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse);
   }
   // Many columns of one lane, contiguous along the scan ([B, T] scanned along T), take the segment

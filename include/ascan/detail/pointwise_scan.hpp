@@ -146,7 +146,25 @@ template <class T, int W> struct Lanes {
   typedef T Unaligned __attribute__((vector_size(W * sizeof(T)), aligned(alignof(T)), may_alias));
 };
 
-template <class X, class F>
+// No epilogue: a scan's final rows stay as they are.
+struct NoEpilogue {
+  static constexpr bool active = false;
+};
+
+// An epilogue transforms each block's final output rows in place before they are stored (a
+// gradient computed from a scan's outputs, without writing the scan's outputs to memory and
+// reading them back). It has
+//   static constexpr bool active = true;
+//   bool keeps(size_t leaf) const;  // whether the leaf's transformed rows are stored at all
+//   void operator()(int64_t item, Ptrs rows, int64_t offset, int64_t row_step, int64_t n,
+//                   int64_t w, int64_t lo, int64_t step) const;
+// called with the `n` final rows of `w` lanes of one block of work item `item`, in ascending
+// address order: `rows` points at the lowest one (each leaf's rows `row_step` elements apart),
+// whose output offset (in the output tensors' elements) is `offset`, rows `row_step` apart
+// there too, and whose logical step is `lo`; the next row's logical step is lo + step (step is
+// +1 or -1). Successive blocks read their predecessor's last row from a side buffer, not from
+// the output, so the transform may overwrite every row.
+template <class X, class F, class Epi = NoEpilogue>
 class PointwiseRunner {
   using Node = Tree<X>;
   using Elem = typename Node::Elem;
@@ -184,8 +202,8 @@ class PointwiseRunner {
 
  public:
   PointwiseRunner(const F& f, const typename Node::Flat& xs, const typename Node::Flat& ys,
-                  const PointwisePlan& plan, bool reverse)
-      : f_(f), plan_(plan), reverse_(reverse) {
+                  const PointwisePlan& plan, bool reverse, const Epi& epi)
+      : f_(f), plan_(plan), reverse_(reverse), epi_(epi) {
     T_ = plan.length;
     if (plan.numel() == 0) {  // nothing to do (an extent of 0 anywhere); keep the sizes sane
       group_lanes_ = groups_per_column_ = rows_ = num_blocks_ = 1;
@@ -246,7 +264,8 @@ class PointwiseRunner {
       });
     }
     // Only layouts of rows of lanes (other layouts keep their threads from kParallelMinElements).
-    one_pass_ = plan.numel() * static_cast<int64_t>(L) < kOnePassMaxElements && lanes_path(group_lanes_);
+    // (Not with an epilogue: the one pass reads the predecessor's last row from the output.)
+    one_pass_ = !Epi::active && plan.numel() * static_cast<int64_t>(L) < kOnePassMaxElements && lanes_path(group_lanes_);
     rows_ = std::clamp<int64_t>(kBlockBytes / (group_lanes_ * bytes_per_lane_row), 1, std::max<int64_t>(T_, 1));
     num_blocks_ = (T_ + rows_ - 1) / rows_;
     // Streaming stores need each block's output rows back to back (one contiguous stretch per
@@ -274,7 +293,17 @@ class PointwiseRunner {
     const int64_t num_groups = bundle_ > 1 ? plan.num_columns / line_extent_ * bundles_per_line_
                                            : plan.num_columns * groups_per_column_;
     num_items_ = num_groups * num_blocks_;
+    if constexpr (Epi::active) {
+      if (num_blocks_ > 1) {  // every item's last row, group_lanes_ lanes per leaf
+        int64_t bytes = 0;
+        static_for<L>([&](auto I) { bytes += num_items_ * group_lanes_ * int64_t{sizeof(*std::get<I>(Ptrs{}))}; });
+        carries_.reset(new std::byte[bytes]);
+      }
+    }
   }
+
+  int64_t num_items() const { return num_items_; }
+  int64_t group_lanes() const { return group_lanes_; }  // lanes of a work item, at most
 
   void run() {
     if (plan_.numel() == 0) return;
@@ -355,6 +384,9 @@ class PointwiseRunner {
     const int64_t lo = y_step_ > 0 ? a : e - 1;  // the rows' lowest address
     const Ptrs dst = y_row(g, lo), src = y_row(from, lo);
     static_for<L>([&](auto I) {
+      if constexpr (Epi::active) {
+        if (!epi_.keeps(I)) return;
+      }
       const size_t bytes = (e - a) * g.w * sizeof(*std::get<I>(dst));
       if (streaming) stream_copy(std::get<I>(dst), std::get<I>(src), bytes);
       else std::memcpy(std::get<I>(dst), std::get<I>(src), bytes);
@@ -452,7 +484,7 @@ class PointwiseRunner {
     const bool have0 = b > 0;
     if (have0) {
       if (!wait_published(done_[item - 1], failed_)) return false;
-      carry0 = y_row(g, s0 - 1);
+      carry0 = Epi::active ? carry_row(item - 1) : y_row(g, s0 - 1);
     }
     LaneBuffers<Ptrs> carry_buf;  // carries 1 .. K-1, w lanes each ((K - 1) * w <= kMaxLanes)
     const auto carry = [&](int k) {
@@ -471,15 +503,43 @@ class PointwiseRunner {
       }
     }
     if (num_segments > 1 || have0) fix_up(out, carry(num_segments - 1), s1 - 1, s1);
-    if (stream) copy_rows(g, out, s1 - 1, s1, false);  // published, so plainly
+    if constexpr (Epi::active) {
+      if (num_blocks_ > 1) {  // the successor's carry, before the epilogue overwrites the row
+        const Ptrs last = y_row(out, s1 - 1), dst = carry_row(item);
+        static_for<L>([&](auto I) { std::memcpy(std::get<I>(dst), std::get<I>(last), g.w * sizeof(*std::get<I>(dst))); });
+      }
+    } else {
+      if (stream) copy_rows(g, out, s1 - 1, s1, false);  // published, so plainly
+    }
     if (num_blocks_ > 1) done_[item].store(1, std::memory_order_release);
     for (int k = 0; k < num_segments; ++k) {
       const int64_t a = s0 + k * seg, e = k + 1 == num_segments ? s1 - 1 : a + seg;
       if (k > 0 || have0) fix_up(out, carry(k), a, e);
-      if (stream) copy_rows(g, out, a, e, true);
+      if constexpr (Epi::active) {
+        const int64_t end = k + 1 == num_segments ? s1 : e, lo = y_step_ > 0 ? a : end - 1;
+        if (a < end) {
+          epi_(item, y_row(out, lo), (std::get<0>(y_row(g, lo)) - std::get<0>(y_data_)), std::abs(y_step_), end - a,
+               g.w, lo, y_step_ > 0 ? 1 : -1);
+          if (stream) copy_rows(g, out, a, end, true);
+        }
+      } else {
+        if (stream) copy_rows(g, out, a, e, true);
+      }
     }
     if (stream) stream_fence();
     return true;
+  }
+
+  // Item `item`'s last row in the side buffer of an epilogue's scan.
+  Ptrs carry_row(int64_t item) const {
+    Ptrs p;
+    std::byte* base = carries_.get();
+    static_for<L>([&](auto I) {
+      using P = std::tuple_element_t<I, Ptrs>;
+      std::get<I>(p) = reinterpret_cast<P>(base) + item * group_lanes_;
+      base += num_items_ * group_lanes_ * int64_t{sizeof(*P{})};
+    });
+    return p;
   }
 
   // Rows per segment when `n` rows are cut into K segments of w lanes (the last one takes the
@@ -883,6 +943,8 @@ class PointwiseRunner {
   const F& f_;
   const PointwisePlan& plan_;
   bool reverse_;
+  const Epi& epi_;
+  std::unique_ptr<std::byte[]> carries_;  // an epilogue's scan: each item's last row (carry_row)
   int64_t T_, group_lanes_, groups_per_column_, rows_, num_blocks_, num_items_;
   int64_t lead_ = 0;  // rows the first block is short of rows_ (aligned streamed blocks)
   Ptrs x_data_, y_data_;
@@ -901,10 +963,12 @@ class PointwiseRunner {
 };
 
 // Scans all leaves of `xs` into `ys` (flat tuples of tensors) following `plan`.
-template <class X, class F>
+// With an epilogue (see PointwiseRunner), each block's final rows are transformed before they
+// are stored.
+template <class X, class F, class Epi = NoEpilogue>
 void pointwise_scan(const F& f, const typename Tree<X>::Flat& xs, const typename Tree<X>::Flat& ys,
-                    const PointwisePlan& plan, bool reverse) {
-  PointwiseRunner<X, F>(f, xs, ys, plan, reverse).run();
+                    const PointwisePlan& plan, bool reverse, const Epi& epi = {}) {
+  PointwiseRunner<X, F, Epi>(f, xs, ys, plan, reverse, epi).run();
 }
 
 }  // namespace ascan::detail
