@@ -575,6 +575,7 @@ TEST(ScanPointwiseStreamed, OneSequence) {
     check_add<int64_t>({kStream / 8 + 37}, 0, reverse, 1);                      // 8 scalar chains
     check_linrec<float>({kStream / 8 + 11}, {kStream / 8 + 11}, 0, reverse, 2);  // vector lanes
     check_linrec<double>({kStream / 16 + 5}, {kStream / 16 + 5}, 0, reverse, 3);
+    check_linrec<float>({1}, {kStream / 8 + 11}, 0, reverse, 5);  // a constant decay, vector lanes
     check_add<float>({3, kStream / 12 + 1}, 1, reverse, 4);  // one sequence per row
   }
 }

@@ -1002,8 +1002,26 @@ struct FirstOrderEpilogue {
     const T* gl = gbar + o + (last - t_lo) * ts;  // ḡ_{T-1} of the lanes
     const T* yp = y + o - dir * ts;               // y_{t-1} of the lowest row (not read at step `first`)
     const bool summing = sum[0] || sum[1];
+    // Sums per position of a period of whole rows (vector lanes), folded into the w lanes at the
+    // end: 16 positions for one lane, 16 rows of narrow packed rows, one row otherwise.
+    const bool packed = ts == w && w < 16;
+    const int64_t period = w == 1 ? 16 : packed ? 16 * w : w;
     Acc part[2][kPattern];
-    int64_t period = w;  // pattern positions summed into `part`
+    if (summing) {
+      std::fill_n(part[0], period, Acc(0));
+      std::fill_n(part[1], period, Acc(0));
+    }
+    const auto add_sums = [&](const T* p, const T* h, int64_t m) {  // m elements, whole rows
+      for (int l = 0; l < 2; ++l) {
+        if (!sum[l]) continue;
+        const T* v = l == 0 ? p : h;
+        Acc* a = part[l];
+        int64_t e = 0;
+        for (; e + period <= m; e += period)
+          for (int64_t q = 0; q < period; ++q) a[q] += Acc(v[e + q]);
+        for (int64_t q = 0; e + q < m; ++q) a[q] += Acc(v[e + q]);
+      }
+    };
     int64_t i0 = 0, i1 = n;
     // The forward's first step: y_{-1} is the product's identity 1, y^b_{-1} is 0.
     const auto first_row = [&](int64_t i) {
@@ -1013,41 +1031,41 @@ struct FirstOrderEpilogue {
         h[j] = gl[j] != T(0) ? h[j] + p[j] * gl[j] : h[j];
         p[j] = kProduct ? h[j] : T(0);
       }
+      if (summing) add_sums(p, h, w);
     };
     if (t_lo == first) first_row(i0++);
     else if (t_lo + n - 1 == first) first_row(--i1);
-    if (summing) {
-      std::fill_n(part[0], kPattern, Acc(0));
-      std::fill_n(part[1], kPattern, Acc(0));
-      for (int64_t i = 0; i < n; ++i)
-        if (i < i0 || i >= i1) add_sums(part, P + i * ts, H + i * ts, w);
-    }
-    if (ts == w && w < 16) {
+    if (packed) {
       // Packed narrow rows: flat loops over whole rows (a loop of w per row would be scalar),
-      // with ḡ_{T-1} one value (one lane) or repeated to 16 rows, in pieces of `period`.
+      // with ḡ_{T-1} one value (one lane) or repeated to 16 rows, in pieces of kPattern / 16 rows.
       T pattern[kPattern];
-      period = w == 1 ? kPattern : 16 * w;
+      const int64_t piece = w == 1 ? kPattern : 16 * w;
       if (w > 1)
-        for (int64_t q = 0; q < period; ++q) pattern[q] = gl[q % w];
+        for (int64_t q = 0; q < piece; ++q) pattern[q] = gl[q % w];
       const int64_t e1 = i1 * w;
-      for (int64_t e = i0 * w; e < e1; e += period) {
-        const int64_t len = std::min(period, e1 - e);
+      for (int64_t e = i0 * w; e < e1; e += piece) {
+        const int64_t len = std::min(piece, e1 - e);
         if (w == 1) stretch<true>(P + e, H + e, gl, yp + e, len);
         else stretch<false>(P + e, H + e, pattern, yp + e, len);
-        if (summing) add_sums(part, P + e, H + e, len);
+        if (summing) add_sums(P + e, H + e, len);
       }
     } else {
       for (int64_t i = i0; i < i1; ++i) {
         stretch<false>(P + i * ts, H + i * ts, gl, yp + i * ts, w);
-        if (summing) add_sums(part, P + i * ts, H + i * ts, w);
+        if (summing) add_sums(P + i * ts, H + i * ts, w);
       }
     }
     if (summing) {
       column_offset[item] = o - t_lo * ts;
       width[item] = w;
-      for (int l = 0; l < 2; ++l)
-        if (sum[l])
-          for (int64_t q = 0; q < period; ++q) sums[(item * 2 + l) * lanes + q % w] += part[l][q];
+      for (int l = 0; l < 2; ++l) {
+        if (!sum[l]) continue;
+        Acc* dst = sums + (item * 2 + l) * lanes;
+        for (int64_t q = 0, j = 0; q < period; ++q) {
+          dst[j] += part[l][q];
+          if (++j == w) j = 0;
+        }
+      }
     }
   }
 
@@ -1073,12 +1091,6 @@ struct FirstOrderEpilogue {
     }
   }
 
-  void add_sums(Acc (&part)[2][kPattern], const T* p, const T* h, int64_t n) const {
-    if (sum[0])
-      for (int64_t q = 0; q < n; ++q) part[0][q] += Acc(p[q]);
-    if (sum[1])
-      for (int64_t q = 0; q < n; ++q) part[1][q] += Acc(h[q]);
-  }
 };
 
 // L == 2: the linear recurrence (xs = {a, b}, the loss on ys[1]); L == 1: the cumulative product

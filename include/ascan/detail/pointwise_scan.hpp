@@ -240,12 +240,13 @@ class PointwiseRunner {
       gather_[I] = !leaf.lane_contiguous || (bundle_ > 1 && bundle_stride_[I] != plan.run);
       any_gather_ = any_gather_ || gather_[I];
     });
-    // One sequence per group, every stream contiguous along the scan, one float
-    // or double type: the block's segments are scanned as vector lanes (scan_sequences_blocked).
+    // One sequence per group, every stream contiguous along the scan (or constant along it, as a
+    // broadcast decay), one float or double type: the block's segments are scanned as vector
+    // lanes (scan_sequences_blocked).
     // A single leaf does so with a vector combine; otherwise it keeps its 8 scalar chains, which
     // measured as fast or faster than the blocked scan through local arrays.
     blocked_sequences_ = (L > 1 || kVectorCombine) && kSameLeaves && BT::V > 0 && (y_step_ == 1 || y_step_ == -1);
-    for (size_t l = 0; l < L; ++l) blocked_sequences_ = blocked_sequences_ && (x_step_[l] == 1 || x_step_[l] == -1);
+    for (size_t l = 0; l < L; ++l) blocked_sequences_ = blocked_sequences_ && std::abs(x_step_[l]) <= 1;
     // Rows of 4 to 7 packed lanes of float with a vector combine and outputs apart from the
     // inputs: rows as windows of 8 lanes, one AVX vector (scan_windows).
     if constexpr (kVectorCombine && sizeof(Leaf0) == 4) {
@@ -630,6 +631,11 @@ class PointwiseRunner {
       for (; s + V <= seg; s += V) {
         Vec r[L][V];  // r[leaf][q]: step s + q of every segment, after the transpose
         static_for<L>([&](auto I) {
+          if (x_step_[I] == 0) {  // a leaf constant along the scan (a broadcast decay)
+            const Vec c = Vec{} + std::get<I>(xb[0])[0];
+            for (int64_t q = 0; q < V; ++q) r[I][q] = c;
+            return;
+          }
           // V * L streams, all running down in a reverse scan: fetch ahead explicitly (0-25 %
           // faster in A/B runs on the noisy 2-core VM, most in reverse).
           for (int64_t k = 0; k < V; ++k) {
