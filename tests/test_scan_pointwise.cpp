@@ -441,7 +441,7 @@ TEST(ScanPointwiseBroadcast, LengthOneLeafAlongTheScanDim) {
 TEST(ScanPointwiseBroadcast, DecayBroadcastOverTheInnerDim) {
   for (bool reverse : {false, true}) {
     check_linrec<float>({2, 50, 3, 1}, {2, 50, 3, 8}, 1, reverse, 1);
-    check_linrec<double>({2, 1500, 4, 1}, {2, 1500, 4, 16}, 1, reverse, 2);  // large: on the pool
+    check_linrec<double>({2, 3000, 4, 1}, {2, 3000, 4, 16}, 1, reverse, 2);  // large: on the pool
     check_linrec<double>({1, 50, 1, 8}, {2, 50, 3, 8}, 1, reverse, 3);       // stretched outside the lanes
     check_linrec<double>({3000, 1}, {3000, 5}, 0, reverse, 4);             // narrow rows, one decay per row
   }

@@ -54,7 +54,7 @@ void expect_same_for_thread_counts(Fn run, std::initializer_list<int> counts = {
 }
 
 TEST(ScanThreads, PointwiseAddIsBitwiseIdentical) {
-  for (const Shape& shape : {Shape{ref::large(1 << 20)}, Shape{ref::large(4096), 300}}) {
+  for (const Shape& shape : {Shape{ref::large(1 << 20)}, Shape{ref::large(8192), 300}}) {
     const auto x = ref::data<float>(shape, 1);
     for (bool reverse : {false, true}) {
       SCOPED_TRACE(ref::str(shape) + (reverse ? " reverse" : " forward"));
@@ -65,7 +65,7 @@ TEST(ScanThreads, PointwiseAddIsBitwiseIdentical) {
 }
 
 TEST(ScanThreads, PointwiseLinearRecurrenceIsBitwiseIdentical) {
-  for (const Shape& shape : {Shape{ref::large(1 << 20)}, Shape{ref::large(4096), 300}}) {
+  for (const Shape& shape : {Shape{ref::large(1 << 20)}, Shape{ref::large(8192), 300}}) {
     const auto a = ref::data<float>(shape, 2, 0.5, 1), b = ref::data<float>(shape, 3);
     for (bool reverse : {false, true}) {
       SCOPED_TRACE(ref::str(shape) + (reverse ? " reverse" : " forward"));
@@ -98,7 +98,7 @@ TEST(ScanThreads, CombineExceptionPropagatesAndPoolSurvives) {
     if (b == kPoison || a == kPoison) throw std::runtime_error("combine saw the poisoned element");
     return a + b;
   };
-  const int64_t n = int64_t{1} << 18;
+  const int64_t n = int64_t{1} << 20;  // [n / 128, 128] too: past the one-pass size of rows
   for (int64_t where : {int64_t{1}, n / 2, n - 1}) {  // first, middle and last block
     for (const Shape& shape : {Shape{n}, Shape{n / 128, 128}}) {
       auto x = Tensor<int64_t>::random(shape, 5, 0, 9);
@@ -139,7 +139,7 @@ TEST(ScanThreads, GenericCombineExceptionPropagates) {
 // Two user threads scanning at once: one gets the pool, the other runs inline; both are right.
 TEST(ScanThreads, ConcurrentCallersGetCorrectResults) {
   ThreadCount guard(2);
-  const auto x = Tensor<int64_t>::random({1 << 18}, 8, -9, 9), z = Tensor<int64_t>::random({512, 300}, 9, -9, 9);
+  const auto x = Tensor<int64_t>::random({1 << 18}, 8, -9, 9), z = Tensor<int64_t>::random({2048, 300}, 9, -9, 9);
   const auto add = [](auto a, auto b) { return a + b; };
   const auto rx = ref::pointwise<int64_t, int64_t>(add, {ref::leaf<int64_t>(x)}, 0, true);
   const auto rz = ref::pointwise<int64_t, int64_t>(add, {ref::leaf<int64_t>(z)}, 0);

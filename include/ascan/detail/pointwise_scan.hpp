@@ -48,8 +48,11 @@ inline constexpr int64_t kParallelMinElements = 1 << 15;  // below this, no thre
 // Rows of lanes this small (elements x leaves, in cache) are scanned in one pass on one thread,
 // each block continuing from its predecessor's last row: the chained two-pass scan (local scan,
 // then a fix-up re-reading the block) ran at half the speed of a plain loop there. Chosen by
-// size alone, so results still do not depend on the thread count.
-inline constexpr int64_t kOnePassMaxElements = 1 << 17;
+// size alone, so results still do not depend on the thread count. Intel Xeon VM (2 MiB of L2),
+// float32 add, medians of 7 x 64 calls, two-pass -> one pass: [512, 256] 24-36 -> 15 us (a
+// plain loop 13), [1024, 256] 62-72 -> 49-51 us (loop 38-44); [2048, 256] 119-128 -> 152 us,
+// where the two passes on two threads win. (2^17 on an AMD EPYC VM with 512 KiB of L2.)
+inline constexpr int64_t kOnePassMaxElements = 1 << 19;
 // Outputs of at least this many bytes are written with streaming stores (stream_store.hpp): a
 // block is scanned into a scratch buffer of the worker and copied out around the caches. Smaller
 // outputs are stored plainly, so they are still in the cache for the next step of a computation.
@@ -314,11 +317,22 @@ class PointwiseRunner {
     const int workers = total < kParallelMinElements || one_pass_
                             ? 1
                             : static_cast<int>(std::min<int64_t>(num_threads(), num_items_));
+    // 64-byte aligned and uninitialised (new[] of a struct with alignment, not zeroed).
+    struct alignas(64) Line { std::byte b[64]; };
+    const auto make_scratch = [&] {
+      return std::unique_ptr<Line[]>(scratch_bytes_ > 0 ? new Line[scratch_bytes_ / 64] : nullptr);
+    };
+    if (workers == 1) {
+      // On the calling thread without a worker body (small scans in a loop: about a fifth of a
+      // [4, 256] float add's 0.17 us went to the std::function call and the item counter).
+      const FloatModeScope mode;
+      const auto scratch = make_scratch();
+      for (int64_t item = 0; item < num_items_; ++item) process(item, reinterpret_cast<std::byte*>(scratch.get()));
+      return;
+    }
     std::atomic<int64_t> next{0};
     run_workers(workers, [&](int) {
-      // 64-byte aligned and uninitialised (new[] of a struct with alignment, not zeroed).
-      struct alignas(64) Line { std::byte b[64]; };
-      const std::unique_ptr<Line[]> scratch(scratch_bytes_ > 0 ? new Line[scratch_bytes_ / 64] : nullptr);
+      const auto scratch = make_scratch();
       while (!failed_.load(std::memory_order_relaxed)) {
         const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
         if (item >= num_items_) return;
