@@ -429,9 +429,9 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScanLong) {
   }
 }
 
-// The cumulative product takes the same adjoint as a scan on few columns of one or two lanes,
+// The cumulative product takes the same adjoint as a scan on few columns of fewer than 8 lanes,
 // with ∂x_0 = g_0 at the first step (y_{-1} = 1): against float64 finite differences, lengths 1,
-// 2, 3 and odd ones, rows of 1 and 2 lanes, a few columns ([4, T] along T) (and rows of 5, 7 and 15
+// 2, 3 and odd ones, rows of 1, 2, 5 and 7 lanes, a few columns ([4, T] along T) (and rows of 15
 // lanes, which take the column sweep), signs changing, exact zeros in x (the gradient of a
 // product through a zero factor, which a division by x would lose), both directions; and at
 // lengths of many blocks of the scan and of streamed outputs against the adjoint as
@@ -454,6 +454,7 @@ TEST(AdScan, CumulativeProductAdjointAsAScan) {
   }
   const int64_t streamed = ascan::detail::kStreamMinBytes / 8 + 7;  // 16 MiB of P, float64
   for (const auto& [shape, dim] : {std::pair{ascan::Shape{30001}, int64_t{0}}, std::pair{ascan::Shape{20011, 2}, int64_t{0}},
+                                   std::pair{ascan::Shape{20011, 7}, int64_t{0}},
                                    std::pair{ascan::Shape{3, 9001}, int64_t{1}}, std::pair{ascan::Shape{streamed}, int64_t{0}}}) {
     for (bool rev : {false, true}) {
       SCOPED_TRACE(testing::Message() << ascan::format_shape(shape) << ", rev " << rev);

@@ -963,6 +963,9 @@ inline constexpr int64_t kMaxRunForLinrecByScan = 1024;
 // it once per item, the scan's epilogue sums it per block. Reverse, [2^22 / R, R] (sweep -> by
 // scan): R = 256: 3.9-4.2 -> 4.5-4.8 ms, 1024: 2.8-3.7 -> 4.9-5.6.
 inline constexpr int64_t kMaxRunForLinrecByScanConstantDecay = 16;
+// The cumulative product takes its adjoint as a scan in few columns of rows narrower than this
+// (pointwise_scan_vjp).
+inline constexpr int64_t kMaxRunForProductByScan = 8;
 
 // The elementwise pass of first_order_vjp_by_scan as an epilogue of its scan (see
 // PointwiseRunner): each block's final rows (P_t, h_t), still in cache, become
@@ -1213,8 +1216,8 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
 //   gradients to return (the others are default tensors).
 // The linear recurrence with an upstream gradient on y^b alone in rows of fewer than
 // kMaxRunForLinrecByScan lanes (kMaxRunForLinrecByScanConstantDecay with a decay constant along
-// the scan) takes first_order_vjp_by_scan, the cumulative product where the
-// segment sweep would take few columns of one or two lanes. Otherwise rows of 3 or more lanes and
+// the scan) takes first_order_vjp_by_scan, as does the cumulative product in few columns of
+// rows narrower than kMaxRunForProductByScan lanes. Otherwise rows of 3 or more lanes and
 // many columns of two lanes (or strided ones) take the one-pass column sweep; one long sequence,
 // few long narrow columns and many contiguous one-lane columns the segment sweep. The choice
 // depends on the shape only, so gradients do not depend on the thread count.
@@ -1254,13 +1257,15 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
   const bool lanes_across_columns = plan.run == 1 && plan.out_t_stride == 1;
   const bool few_lanes = plan.num_columns * plan.run < kMinColumnsForSweep;
   if constexpr (L == 1 && std::is_same_v<F, ascan::Mul>) {
-    // Where the segment sweep would take few columns of one or two lanes. Alternating runs,
-    // float32, backward alone, medians of 15 (sweep -> by scan): [2^22] 7.7-8.2 -> 5.9-6.5 ms,
-    // reverse 7.0-7.5 -> 5.5-5.7, [2^21, 2] 10.4-14.4 -> 6.3-7.7; where the column sweep runs,
-    // the scan lost ([2^22 / 8, 8] 4.4-6.1 against 9.4-12.8 ms; [599186, 7] 4.3-5.1 against
-    // 6.0-6.9), as it did to the segment sweep with whole columns as lanes ([512, 8192] along
-    // the 8192: 4.7-5.4 against 8.2-9.3).
-    if (gbar[0].storage_id() && plan.run < kMinRunForColumns && few_lanes)
+    // Few columns of rows narrower than 8 lanes. Alternating runs, float32, backward alone,
+    // medians of 15 (segment sweep -> by scan, before the scan's epilogue): [2^22] 7.7-8.2 ->
+    // 5.9-6.5 ms, reverse 7.0-7.5 -> 5.5-5.7, [2^21, 2] 10.4-14.4 -> 6.3-7.7; against the
+    // segment sweep with whole columns as lanes the scan lost ([512, 8192] along the 8192:
+    // 4.7-5.4 against 8.2-9.3). Against the column sweep, with the epilogue, backward through the
+    // tape, three processes' medians of 21, [2^22 / R, R]: R = 3: 7.7-12.0 -> 5.4-5.6 ms, 5:
+    // 4.7-8.6 -> 3.9-4.8, 7: 3.9-4.3 -> 3.6-4.2; R = 8: 4.4-5.1 against 6.5-7.4, 16: 3.7-4.7
+    // against 5.3-6.5.
+    if (gbar[0].storage_id() && plan.run < kMaxRunForProductByScan && few_lanes)
       return first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
   }
   if (plan.run >= kMinRunForColumns || (!few_lanes && !lanes_across_columns))
