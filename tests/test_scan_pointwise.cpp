@@ -156,11 +156,11 @@ TEST(ScanPointwise, MaxMinInt32Exact) { for_each_case(check_max_min<int32_t>); }
 // min): each block's segments are scanned as vector lanes with the accumulator in registers, and
 // the blocks chain across the pool's threads.
 TEST(ScanPointwise, OneSequenceOfVectorCombines) {
-  const int64_t T = ref::large(70001);
+  const int64_t T = ref::large(1 << 20) + 1;  // past kParallelMinElements also with sanitizers
   for (bool reverse : {false, true}) {
     check_max_min<float>({T}, 0, reverse, 1);
     check_max_min<double>({T}, 0, reverse, 2);
-    check_mul<float>({T}, 0, reverse, 3, 0.01);  // 70001 factors of 1 +- 0.01 stay in range
+    check_mul<float>({T}, 0, reverse, 3, 0.01);  // 2^20 factors of 1 +- 0.01 stay in range
     check_mul<double>({T}, 0, reverse, 4, 0.01);
     check_add<float>({T}, 0, reverse, 5);
   }
@@ -604,7 +604,7 @@ TEST(ScanPointwiseStreamed, InPlaceAndSwapped) {
 // A training loop: after the first call, reused outputs and the caching allocator mean no
 // further trips to the operating system.
 TEST(ScanPointwiseOut, RepeatedCallsReachSteadyState) {
-  const int64_t n = 1 << 16;  // two leaves: enough elements to run on the pool
+  const int64_t n = 1 << 18;  // two leaves: enough elements to run on the pool
   const auto a = ref::data<float>({n}, 1, 0.5, 1), b = ref::data<float>({n}, 2);
   auto ya = Tensor<float>::empty({n}), yb = Tensor<float>::empty({n});
   ascan::associative_scan(ascan::linear_recurrence, std::tuple{a, b}, 0, {}, std::tie(ya, yb));

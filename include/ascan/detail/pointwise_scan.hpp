@@ -44,7 +44,11 @@ namespace ascan::detail {
 
 inline constexpr int64_t kMaxLanes = 256;            // accumulator tile per column group
 inline constexpr int64_t kBlockBytes = 96 << 10;     // inputs + outputs of one block (L2-resident)
-inline constexpr int64_t kParallelMinElements = 1 << 15;  // below this, no thread hand-off
+// Below this many elements x leaves, no thread hand-off. Waking the pool's thread costs about
+// 10 us on the Intel Xeon VM: a float32 1-D add, medians of 9 x 200 calls in three processes,
+// 1 -> 2 threads: 2^15 11.6-16.0 -> 21.0-23.0 us, 2^16 20.9-31.1 -> 35.9-40.1, 2^17 42.4-52.6
+// -> 52.2-60.4, 2^18 91-101 -> 79-105. (2^15 on the AMD VM.)
+inline constexpr int64_t kParallelMinElements = 1 << 18;
 // Rows of lanes this small (elements x leaves, in cache) are scanned in one pass on one thread,
 // each block continuing from its predecessor's last row: the chained two-pass scan (local scan,
 // then a fix-up re-reading the block) ran at half the speed of a plain loop there. Chosen by
