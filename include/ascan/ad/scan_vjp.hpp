@@ -995,8 +995,7 @@ struct FirstOrderEpilogue {
 
   bool keeps(size_t leaf) const { return keep[leaf]; }
 
-  void operator()(int64_t item, std::tuple<T*, T*> rows, int64_t offset, int64_t, int64_t n, int64_t w, int64_t lo,
-                  int64_t) const {
+  void operator()(int64_t item, std::tuple<T*, T*> rows, int64_t offset, int64_t n, int64_t w, int64_t lo) const {
     T* const P = std::get<0>(rows);
     T* const H = std::get<1>(rows);
     // Rows ascend in address with the forward's step index; the lowest is step t_lo, at offset o.
@@ -1031,7 +1030,7 @@ struct FirstOrderEpilogue {
       T* p = P + i * ts;
       T* h = H + i * ts;
       for (int64_t j = 0; j < w; ++j) {
-        h[j] = gl[j] != T(0) ? h[j] + p[j] * gl[j] : h[j];
+        h[j] = adjoint(h[j], p[j], gl[j]);
         p[j] = kProduct ? h[j] : T(0);
       }
       if (summing) add_sums(p, h, w);
@@ -1072,15 +1071,14 @@ struct FirstOrderEpilogue {
     }
   }
 
-  // n elements: g = h + P ḡ_{T-1} where ḡ_{T-1} is not zero (so that a product that overflowed
-  // does not turn a zero into a NaN), stored over h; ∂a = g y_{t-1} over P. ḡ_{T-1} is gl[m], or
-  // gl[0] for all (kOne).
+  // g = h + P ḡ_{T-1}, without the term where ḡ_{T-1} is zero (so that a product that
+  // overflowed does not turn a zero into a NaN).
+  static T adjoint(T h, T p, T g_last) { return g_last != T(0) ? h + p * g_last : h; }
+
+  // n elements: g stored over h, ∂a = g y_{t-1} over P. ḡ_{T-1} is gl[m], or gl[0] for all (kOne).
   template <bool kOne>
   void stretch(T* __restrict p, T* __restrict h, const T* __restrict gl, const T* __restrict yp, int64_t n) const {
-    const auto g = [&](int64_t m) {
-      const T l = gl[kOne ? 0 : m];
-      return l != T(0) ? h[m] + p[m] * l : h[m];
-    };
+    const auto g = [&](int64_t m) { return adjoint(h[m], p[m], gl[kOne ? 0 : m]); };
     if (want_a && want_b) {
       for (int64_t m = 0; m < n; ++m) {
         const T v = g(m);
@@ -1093,7 +1091,6 @@ struct FirstOrderEpilogue {
       for (int64_t m = 0; m < n; ++m) h[m] = g(m);
     }
   }
-
 };
 
 // L == 2: the linear recurrence (xs = {a, b}, the loss on ys[1]); L == 1: the cumulative product
@@ -1110,11 +1107,14 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
   using Epilogue = FirstOrderEpilogue<T, kProduct>;
   const int64_t T_len = plan.length, ts = plan.out_t_stride;
   Outs outs(plan, xs, need);
-  const auto mode = [&](size_t leaf) { return kProduct && leaf == 1 ? Outs::Mode::none : outs.mode[L == 2 ? leaf : 0]; };
+  // The adjoint scan's leaf 0 (P, then ∂a) and leaf 1 (h, then ∂b) against the gradients: the
+  // product's ∂x is leaf 0, its h is not returned.
+  const auto grad = [](size_t leaf) { return L == 2 ? leaf : 0; };
+  const auto mode = [&](size_t leaf) { return kProduct && leaf == 1 ? Outs::Mode::none : outs.mode[grad(leaf)]; };
   // ∂a over the scan's P, ∂b over its h: the gradients' own tensors where they are returned in
   // the output's shape (elsewhere the scan's scratch; a temporary when the scan stores in place).
   const auto buffer = [&](size_t leaf) {
-    return mode(leaf) == Outs::Mode::direct ? outs.full[L == 2 ? leaf : 0] : Tensor<T>::empty(plan.out_shape);
+    return mode(leaf) == Outs::Mode::direct ? outs.full[grad(leaf)] : Tensor<T>::empty(plan.out_shape);
   };
   Tensor<T> ga = buffer(0), gb = buffer(1);
   const int64_t last = reverse ? 0 : T_len - 1, first = reverse ? T_len - 1 : 0, dir = reverse ? -1 : 1;
@@ -1187,7 +1187,7 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
     // step, into the slots of the summed tensors.
     std::array<std::vector<Acc>, 2> total;
     for (size_t leaf = 0; leaf < 2; ++leaf)
-      if (epi.sum[leaf]) total[leaf].assign(outs.full[L == 2 ? leaf : 0].numel(), Acc(0));
+      if (epi.sum[leaf]) total[leaf].assign(outs.full[grad(leaf)].numel(), Acc(0));
     for (size_t item = 0; item < width.size(); ++item)
       for (size_t leaf = 0; leaf < 2; ++leaf)
         if (epi.sum[leaf])
@@ -1205,7 +1205,7 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
       }
     }
     for (size_t leaf = 0; leaf < 2; ++leaf)
-      if (epi.sum[leaf]) std::transform(total[leaf].begin(), total[leaf].end(), outs.full[L == 2 ? leaf : 0].data(), [](Acc v) { return T(v); });
+      if (epi.sum[leaf]) std::transform(total[leaf].begin(), total[leaf].end(), outs.full[grad(leaf)].data(), [](Acc v) { return T(v); });
   }
   return outs.finish(xs);
 }

@@ -163,14 +163,12 @@ struct NoEpilogue {
 // reading them back). It has
 //   static constexpr bool active = true;
 //   bool keeps(size_t leaf) const;  // whether the leaf's transformed rows are stored at all
-//   void operator()(int64_t item, Ptrs rows, int64_t offset, int64_t row_step, int64_t n,
-//                   int64_t w, int64_t lo, int64_t step) const;
+//   void operator()(int64_t item, Ptrs rows, int64_t offset, int64_t n, int64_t w, int64_t lo) const;
 // called with the `n` final rows of `w` lanes of one block of work item `item`, in ascending
-// address order: `rows` points at the lowest one (each leaf's rows `row_step` elements apart),
-// whose output offset (in the output tensors' elements) is `offset`, rows `row_step` apart
-// there too, and whose logical step is `lo`; the next row's logical step is lo + step (step is
-// +1 or -1). Successive blocks read their predecessor's last row from a side buffer, not from
-// the output, so the transform may overwrite every row.
+// address order: `rows` points at the lowest one, whose output offset (in the output tensors'
+// elements) is `offset` and whose logical step is `lo`; rows lie the output's row stride apart,
+// in `rows` as in the output. Successive blocks read their predecessor's last row from a side
+// buffer, not from the output, so the transform may overwrite every row.
 template <class X, class F, class Epi = NoEpilogue>
 class PointwiseRunner {
   using Node = Tree<X>;
@@ -537,8 +535,7 @@ class PointwiseRunner {
       if constexpr (Epi::active) {
         const int64_t end = k + 1 == num_segments ? s1 : e, lo = y_step_ > 0 ? a : end - 1;
         if (a < end) {
-          epi_(item, y_row(out, lo), (std::get<0>(y_row(g, lo)) - std::get<0>(y_data_)), std::abs(y_step_), end - a,
-               g.w, lo, y_step_ > 0 ? 1 : -1);
+          epi_(item, y_row(out, lo), std::get<0>(y_row(g, lo)) - std::get<0>(y_data_), end - a, g.w, lo);
           if (stream) copy_rows(g, out, a, end, true);
         }
       } else {
