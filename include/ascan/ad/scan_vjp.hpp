@@ -968,10 +968,13 @@ inline constexpr int64_t kMaxRunForLinrecByScanConstantDecay = 16;
 inline constexpr int64_t kMaxRunForProductByScan = 8;
 
 // The elementwise pass of first_order_vjp_by_scan as an epilogue of its scan (see
-// PointwiseRunner): each block's final rows (P_t, h_t), still in cache, become
+// PointwiseRunner): each block's rows (P_t, h_t), still in cache, become
 // g_t = h_t + P_t ḡ_{T-1}, ∂b_t = g_t over h_t and ∂a_t = g_t y_{t-1} over P_t, and are stored
-// only where a gradient is returned in the output's shape. Gradients summed over the steps (a
-// leaf broadcast along the scan) are summed per work item and lane into `sums`.
+// only where a gradient is returned in the output's shape. Rows that are local scans after a
+// carry (P_c, h_c) are final as (P_t P_c, h_t + P_t h_c), so g_t = h_t + P_t G with
+// G = h_c + P_c ḡ_{T-1} per lane: the carry costs one multiply-add per lane, not a pass over the
+// rows. Gradients summed over the steps (a leaf broadcast along the scan) are summed per work
+// item and lane into `sums`.
 template <class T, bool kProduct>
 struct FirstOrderEpilogue {
   static constexpr bool active = true;
@@ -995,13 +998,22 @@ struct FirstOrderEpilogue {
 
   bool keeps(size_t leaf) const { return keep[leaf]; }
 
-  void operator()(int64_t item, std::tuple<T*, T*> rows, int64_t offset, int64_t n, int64_t w, int64_t lo) const {
+  void operator()(int64_t item, std::tuple<T*, T*> rows, int64_t offset, int64_t n, int64_t w, int64_t lo,
+                  std::tuple<T*, T*> carry) const {
     T* const P = std::get<0>(rows);
     T* const H = std::get<1>(rows);
     // Rows ascend in address with the forward's step index; the lowest is step t_lo, at offset o.
     const int64_t t_lo = (adj_reverse ? adj_len - 1 - lo : lo) + shift;
     const int64_t o = offset + shift * ts;
-    const T* gl = gbar + o + (last - t_lo) * ts;  // ḡ_{T-1} of the lanes
+    const T* g_last = gbar + o + (last - t_lo) * ts;  // ḡ_{T-1} of the lanes
+    // G per lane: ḡ_{T-1}, or h_c + P_c ḡ_{T-1} after a carry (w <= kMaxLanes).
+    T G[ascan::detail::kMaxLanes];
+    const T* gl = g_last;
+    if (const T* pc = std::get<0>(carry)) {
+      const T* hc = std::get<1>(carry);
+      for (int64_t j = 0; j < w; ++j) G[j] = adjoint(hc[j], pc[j], g_last[j]);
+      gl = G;
+    }
     const T* yp = y + o - dir * ts;               // y_{t-1} of the lowest row (not read at step `first`)
     const bool summing = sum[0] || sum[1];
     // Sums per position of a period of whole rows (vector lanes), folded into the w lanes at the
@@ -1071,11 +1083,11 @@ struct FirstOrderEpilogue {
     }
   }
 
-  // g = h + P ḡ_{T-1}, without the term where ḡ_{T-1} is zero (so that a product that
-  // overflowed does not turn a zero into a NaN).
-  static T adjoint(T h, T p, T g_last) { return g_last != T(0) ? h + p * g_last : h; }
+  // g = h + P G, without the term where G is zero (so that a product that overflowed does not
+  // turn a zero into a NaN).
+  static T adjoint(T h, T p, T G) { return G != T(0) ? h + p * G : h; }
 
-  // n elements: g stored over h, ∂a = g y_{t-1} over P. ḡ_{T-1} is gl[m], or gl[0] for all (kOne).
+  // n elements: g stored over h, ∂a = g y_{t-1} over P. G is gl[m], or gl[0] for all (kOne).
   template <bool kOne>
   void stretch(T* __restrict p, T* __restrict h, const T* __restrict gl, const T* __restrict yp, int64_t n) const {
     const auto g = [&](int64_t m) { return adjoint(h[m], p[m], gl[kOne ? 0 : m]); };

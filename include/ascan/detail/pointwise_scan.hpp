@@ -44,6 +44,12 @@ namespace ascan::detail {
 
 inline constexpr int64_t kMaxLanes = 256;            // accumulator tile per column group
 inline constexpr int64_t kBlockBytes = 96 << 10;     // inputs + outputs of one block (L2-resident)
+// The same for a scan with an epilogue (which reads a further stream of the block's size) in
+// groups of fewer than kNarrowLanes lanes. AMD EPYC VM (512 KiB of L2), float32 cumulative
+// product backward, three processes' medians of 21, 96 -> 384 KiB: [2^22] 7.2-10.1 -> 5.2-6.1
+// ms, the linear recurrence [2^22] 8.8-11.6 -> 6.7-8.3, [599186, 7] 9.7-11.0 -> 8.2-8.8. Wide
+// rows ran slower with it ([16384, 256]: 8.2-10.9 -> 10.7-13.6); the forward scan gained nothing.
+inline constexpr int64_t kEpilogueBlockBytes = 384 << 10;
 // Below this many elements x leaves, no thread hand-off. Waking the pool's thread costs about
 // 10 us on the Intel Xeon VM: a float32 1-D add, medians of 9 x 200 calls in three processes,
 // 1 -> 2 threads: 2^15 11.6-16.0 -> 21.0-23.0 us, 2^16 20.9-31.1 -> 35.9-40.1, 2^17 42.4-52.6
@@ -163,12 +169,17 @@ struct NoEpilogue {
 // reading them back). It has
 //   static constexpr bool active = true;
 //   bool keeps(size_t leaf) const;  // whether the leaf's transformed rows are stored at all
-//   void operator()(int64_t item, Ptrs rows, int64_t offset, int64_t n, int64_t w, int64_t lo) const;
-// called with the `n` final rows of `w` lanes of one block of work item `item`, in ascending
-// address order: `rows` points at the lowest one, whose output offset (in the output tensors'
-// elements) is `offset` and whose logical step is `lo`; rows lie the output's row stride apart,
-// in `rows` as in the output. Successive blocks read their predecessor's last row from a side
-// buffer, not from the output, so the transform may overwrite every row.
+//   void operator()(int64_t item, Ptrs rows, int64_t offset, int64_t n, int64_t w, int64_t lo,
+//                   Ptrs carry) const;
+// called with `n` rows of `w` lanes of one block of work item `item`, in ascending address
+// order: `rows` points at the lowest one, whose output offset (in the output tensors' elements)
+// is `offset` and whose logical step is `lo`; rows lie the output's row stride apart, in `rows`
+// as in the output. The rows are local scans: their final value is f(carry, row) for the `w`
+// lanes of `carry` (the inclusive prefix of the steps before them), or the row itself where
+// `carry` holds null pointers. The epilogue applies the carry itself, fused with its own
+// arithmetic: the runner's fix-up pass over the block (a read and a write of every leaf) is
+// left out. Successive blocks read their predecessor's last row from a side buffer, not from
+// the output, so the transform may overwrite every row.
 template <class X, class F, class Epi = NoEpilogue>
 class PointwiseRunner {
   using Node = Tree<X>;
@@ -251,7 +262,7 @@ class PointwiseRunner {
     // A single leaf does so with a vector combine; otherwise it keeps its 8 scalar chains, which
     // measured as fast or faster than the blocked scan through local arrays.
     blocked_sequences_ = (L > 1 || kVectorCombine) && kSameLeaves && BT::V > 0 && (y_step_ == 1 || y_step_ == -1);
-    for (size_t l = 0; l < L; ++l) blocked_sequences_ = blocked_sequences_ && std::abs(x_step_[l]) <= 1;
+    for (size_t l = 0; l < L; ++l) blocked_sequences_ = blocked_sequences_ && (x_step_[l] == 0 || x_step_[l] == y_step_);
     // Rows of 4 to 7 packed lanes of float with a vector combine and outputs apart from the
     // inputs: rows as windows of 8 lanes, one AVX vector (scan_windows).
     if constexpr (kVectorCombine && sizeof(Leaf0) == 4) {
@@ -272,7 +283,8 @@ class PointwiseRunner {
     // Only layouts of rows of lanes (other layouts keep their threads from kParallelMinElements).
     // (Not with an epilogue: the one pass reads the predecessor's last row from the output.)
     one_pass_ = !Epi::active && plan.numel() * static_cast<int64_t>(L) < kOnePassMaxElements && lanes_path(group_lanes_);
-    rows_ = std::clamp<int64_t>(kBlockBytes / (group_lanes_ * bytes_per_lane_row), 1, std::max<int64_t>(T_, 1));
+    const int64_t block_bytes = Epi::active && group_lanes_ < kNarrowLanes ? kEpilogueBlockBytes : kBlockBytes;
+    rows_ = std::clamp<int64_t>(block_bytes / (group_lanes_ * bytes_per_lane_row), 1, std::max<int64_t>(T_, 1));
     num_blocks_ = (T_ + rows_ - 1) / rows_;
     // Streaming stores need each block's output rows back to back (one contiguous stretch per
     // leaf): a group spans whole output rows. The scratch holds one block of outputs.
@@ -531,14 +543,19 @@ class PointwiseRunner {
     if (num_blocks_ > 1) done_[item].store(1, std::memory_order_release);
     for (int k = 0; k < num_segments; ++k) {
       const int64_t a = s0 + k * seg, e = k + 1 == num_segments ? s1 - 1 : a + seg;
-      if (k > 0 || have0) fix_up(out, carry(k), a, e);
       if constexpr (Epi::active) {
-        const int64_t end = k + 1 == num_segments ? s1 : e, lo = y_step_ > 0 ? a : end - 1;
-        if (a < end) {
-          epi_(item, y_row(out, lo), std::get<0>(y_row(g, lo)) - std::get<0>(y_data_), end - a, g.w, lo);
-          if (stream) copy_rows(g, out, a, end, true);
-        }
+        // The epilogue applies the segment's carry; the block's last row is final already.
+        const auto epilogue = [&](int64_t r0, int64_t r1, const Ptrs& c) {
+          if (r0 >= r1) return;
+          const int64_t lo = y_step_ > 0 ? r0 : r1 - 1;
+          epi_(item, y_row(out, lo), std::get<0>(y_row(g, lo)) - std::get<0>(y_data_), r1 - r0, g.w, lo, c);
+        };
+        epilogue(a, e, k > 0 || have0 ? carry(k) : Ptrs{});
+        if (k + 1 == num_segments) epilogue(s1 - 1, s1, Ptrs{});
+        const int64_t end = k + 1 == num_segments ? s1 : e;
+        if (stream && a < end) copy_rows(g, out, a, end, true);
       } else {
+        if (k > 0 || have0) fix_up(out, carry(k), a, e);
         if (stream) copy_rows(g, out, a, e, true);
       }
     }
@@ -643,40 +660,53 @@ class PointwiseRunner {
       [[maybe_unused]] VecElem<Vec> va;
       if constexpr (kVectorCombine) va = make_vec_elem<Vec>([&](auto I) { return BT::ld(std::get<I>(acc.v).data()); });
       int64_t s = 1;
-      for (; s + V <= seg; s += V) {
-        Vec r[L][V];  // r[leaf][q]: step s + q of every segment, after the transpose
-        static_for<L>([&](auto I) {
-          if (x_step_[I] == 0) {  // a leaf constant along the scan (a broadcast decay)
-            const Vec c = Vec{} + std::get<I>(xb[0])[0];
-            for (int64_t q = 0; q < V; ++q) r[I][q] = c;
-            return;
-          }
-          // V * L streams, all running down in a reverse scan: fetch ahead explicitly (0-25 %
-          // faster in A/B runs on the noisy 2-core VM, most in reverse).
-          for (int64_t k = 0; k < V; ++k) {
-            __builtin_prefetch(std::get<I>(xb[k]) + (s + kPrefetchSteps) * x_step_[I]);
-            __builtin_prefetch(std::get<I>(yb[k]) + (s + kPrefetchSteps) * y_step_, 1);
-          }
-          for (int64_t k = 0; k < V; ++k) r[I][k] = BT::load(std::get<I>(xb[k]) + s * x_step_[I], x_step_[I]);
-          BT::transpose(r[I]);
-        });
-        for (int64_t q = 0; q < V; ++q) {
-          if constexpr (kVectorCombine) {
-            va = vec_elem<Vec>(f_(va, make_vec_elem<Vec>([&](auto I) { return r[I][q]; })));
-            static_for<L>([&](auto I) { r[I][q] = vec_leaf<I>(va); });
-          } else {
-            static_for<L>([&](auto I) { BT::st(std::get<I>(row.v).data(), r[I][q]); });
-            const Ptrs pa = acc.ptrs(), pr = row.ptrs();
+      // Tiles of V steps of every segment. In a reverse scan every stream runs down: a tile is
+      // loaded and stored in address order and its steps are taken from the last row up. (A
+      // reversal of every vector cost two permutes per vector and leaf: float32 [2^18] in cache,
+      // AMD EPYC VM, best of six processes' medians: linear recurrence in reverse 0.215 -> 0.170
+      // ms, the cumulative product's backward 0.263 -> 0.204.)
+      const auto tiles = [&](auto down) ASCAN_INLINE_LAMBDA {
+        constexpr bool kDown = decltype(down)::value;
+        constexpr int64_t d = kDown ? -1 : 1;
+        const auto at = [](auto* p) { return kDown ? p - (BT::V - 1) : p; };  // a tile row's lowest address
+        for (; s + V <= seg; s += V) {
+          Vec r[L][V];  // r[leaf][q]: step s + q (s + V - 1 - q when kDown) of every segment
+          static_for<L>([&](auto I) {
+            if (x_step_[I] == 0) {  // a leaf constant along the scan (a broadcast decay)
+              const Vec c = Vec{} + std::get<I>(xb[0])[0];
+              for (int64_t q = 0; q < V; ++q) r[I][q] = c;
+              return;
+            }
+            // V * L streams, all running down in a reverse scan: fetch ahead explicitly (0-25 %
+            // faster in A/B runs on the noisy 2-core VM, most in reverse).
+            for (int64_t k = 0; k < V; ++k) {
+              __builtin_prefetch(std::get<I>(xb[k]) + (s + kPrefetchSteps) * d);
+              __builtin_prefetch(std::get<I>(yb[k]) + (s + kPrefetchSteps) * d, 1);
+            }
+            for (int64_t k = 0; k < V; ++k) r[I][k] = BT::ld(at(std::get<I>(xb[k]) + s * d));
+            BT::transpose(r[I]);
+          });
+          for (int64_t i = 0; i < V; ++i) {
+            const int64_t q = kDown ? V - 1 - i : i;
+            if constexpr (kVectorCombine) {
+              va = vec_elem<Vec>(f_(va, make_vec_elem<Vec>([&](auto I) { return r[I][q]; })));
+              static_for<L>([&](auto I) { r[I][q] = vec_leaf<I>(va); });
+            } else {
+              static_for<L>([&](auto I) { BT::st(std::get<I>(row.v).data(), r[I][q]); });
+              const Ptrs pa = acc.ptrs(), pr = row.ptrs();
 #pragma GCC ivdep
-            for (int64_t j = 0; j < V; ++j) Access::store(pa, j, to_elem<Elem>(f_(Access::load(pa, j), Access::load(pr, j))));
-            static_for<L>([&](auto I) { r[I][q] = BT::ld(std::get<I>(acc.v).data()); });
+              for (int64_t j = 0; j < V; ++j) Access::store(pa, j, to_elem<Elem>(f_(Access::load(pa, j), Access::load(pr, j))));
+              static_for<L>([&](auto I) { r[I][q] = BT::ld(std::get<I>(acc.v).data()); });
+            }
           }
+          static_for<L>([&](auto I) {
+            BT::transpose(r[I]);
+            for (int64_t k = 0; k < V; ++k) BT::st(at(std::get<I>(yb[k]) + s * d), r[I][k]);
+          });
         }
-        static_for<L>([&](auto I) {
-          BT::transpose(r[I]);
-          for (int64_t k = 0; k < V; ++k) BT::store(std::get<I>(yb[k]) + s * y_step_, y_step_, r[I][k]);
-        });
-      }
+      };
+      if (y_step_ < 0) tiles(std::true_type{});
+      else tiles(std::false_type{});
       if constexpr (kVectorCombine) static_for<L>([&](auto I) { BT::st(std::get<I>(acc.v).data(), vec_leaf<I>(va)); });
       // The segments' last steps (fewer than V), then the last segment's remainder.
       const Ptrs a = acc.ptrs();
