@@ -440,7 +440,9 @@ TEST(AdScan, CumulativeProductAdjointAsAScan) {
   const ascan::ad::GradcheckOptions fast{.fast = true, .num_directions = 6};
   const std::pair<ascan::Shape, int64_t> cases[] = {{{1}, 0},     {{2}, 0},         {{3}, 0},       {{37}, 0},
                                                    {{41, 2}, 0}, {{23, 7}, 0},     {{9, 15}, 0},   {{4, 19}, 1},
-                                                   {{2, 13, 5}, 1}, {{3, 11}, -1}};
+                                                   {{2, 13, 5}, 1}, {{3, 11}, -1},
+                                                   // rows of 48 to 511 lanes (also by scan), 300: two groups
+                                                   {{7, 64}, 0},   {{2, 5, 48}, 1},  {{4, 300}, 0}};
   for (bool rev : {false, true}) {
     for (const auto& [shape, dim] : cases) {
       SCOPED_TRACE(testing::Message() << ascan::format_shape(shape) << ", dim " << dim << ", rev " << rev);
@@ -454,7 +456,8 @@ TEST(AdScan, CumulativeProductAdjointAsAScan) {
   }
   const int64_t streamed = ascan::detail::kStreamMinBytes / 8 + 7;  // 16 MiB of P, float64
   for (const auto& [shape, dim] : {std::pair{ascan::Shape{30001}, int64_t{0}}, std::pair{ascan::Shape{20011, 2}, int64_t{0}},
-                                   std::pair{ascan::Shape{20011, 7}, int64_t{0}},
+                                   std::pair{ascan::Shape{20011, 7}, int64_t{0}}, std::pair{ascan::Shape{2001, 300}, int64_t{0}},
+                                   std::pair{ascan::Shape{3, 1001, 64}, int64_t{1}},
                                    std::pair{ascan::Shape{3, 9001}, int64_t{1}}, std::pair{ascan::Shape{streamed}, int64_t{0}}}) {
     for (bool rev : {false, true}) {
       SCOPED_TRACE(testing::Message() << ascan::format_shape(shape) << ", rev " << rev);

@@ -963,8 +963,8 @@ inline constexpr int64_t kMaxRunForLinrecByScan = 1024;
 // it once per item, the scan's epilogue sums it per block. Reverse, [2^22 / R, R] (sweep -> by
 // scan): R = 256: 3.9-4.2 -> 4.5-4.8 ms, 1024: 2.8-3.7 -> 4.9-5.6.
 inline constexpr int64_t kMaxRunForLinrecByScanConstantDecay = 16;
-// The cumulative product takes its adjoint as a scan in few columns of rows narrower than this
-// (pointwise_scan_vjp).
+// The cumulative product takes its adjoint as a scan in few columns of rows narrower than this,
+// and in rows of kMinRunForWideItems to 511 lanes (pointwise_scan_vjp).
 inline constexpr int64_t kMaxRunForProductByScan = 8;
 
 // The elementwise pass of first_order_vjp_by_scan as an epilogue of its scan (see
@@ -1229,7 +1229,7 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
 // The linear recurrence with an upstream gradient on y^b alone in rows of fewer than
 // kMaxRunForLinrecByScan lanes (kMaxRunForLinrecByScanConstantDecay with a decay constant along
 // the scan) takes first_order_vjp_by_scan, as does the cumulative product in few columns of
-// rows narrower than kMaxRunForProductByScan lanes. Otherwise rows of 3 or more lanes and
+// rows narrower than kMaxRunForProductByScan lanes and in rows of kMinRunForWideItems to 511. Otherwise rows of 3 or more lanes and
 // many columns of two lanes (or strided ones) take the one-pass column sweep; one long sequence,
 // few long narrow columns and many contiguous one-lane columns the segment sweep. The choice
 // depends on the shape only, so gradients do not depend on the thread count.
@@ -1277,7 +1277,14 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
     // tape, three processes' medians of 21, [2^22 / R, R]: R = 3: 7.7-12.0 -> 5.4-5.6 ms, 5:
     // 4.7-8.6 -> 3.9-4.8, 7: 3.9-4.3 -> 3.6-4.2; R = 8: 4.4-5.1 against 6.5-7.4, 16: 3.7-4.7
     // against 5.3-6.5.
-    if (gbar[0].storage_id() && plan.run < kMaxRunForProductByScan && few_lanes)
+    // Rows of kMinRunForWideItems to 511 lanes as well: the sweep walks them as items narrower
+    // than its widest (512 lanes), rows of under 2 KiB per stream, at part of streaming speed.
+    // AMD EPYC VM, float32 [2^22 / R, R], backward through the tape, three processes' medians of
+    // 15 (sweep -> by scan): R = 64: 17.1-19.3 -> 7.7-9.2 ms, 128: 11.3-14.8 -> 7.7-10.0, 256:
+    // 8.8-12.0 -> 7.1-10.4 (in reverse 10.4-14.0 -> 7.5-8.8); R = 32: 6.4-9.7 against 8.3-9.4,
+    // 512: 7.3-12.6 against 15.2-22.7, [4096, 1024]: 8.8-9.1 against 20.6-25.3.
+    const bool wide_by_scan = plan.run >= kMinRunForWideItems && plan.run < SweepLanes<1, T>::max;
+    if (gbar[0].storage_id() && ((plan.run < kMaxRunForProductByScan && few_lanes) || wide_by_scan))
       return first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
   }
   if (plan.run >= kMinRunForColumns || (!few_lanes && !lanes_across_columns))
