@@ -1229,10 +1229,11 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
 // The linear recurrence with an upstream gradient on y^b alone in rows of fewer than
 // kMaxRunForLinrecByScan lanes (kMaxRunForLinrecByScanConstantDecay with a decay constant along
 // the scan) takes first_order_vjp_by_scan, as does the cumulative product in few columns of
-// rows narrower than kMaxRunForProductByScan lanes and in rows of kMinRunForWideItems to 511. Otherwise rows of 3 or more lanes and
-// many columns of two lanes (or strided ones) take the one-pass column sweep; one long sequence,
-// few long narrow columns and many contiguous one-lane columns the segment sweep. The choice
-// depends on the shape only, so gradients do not depend on the thread count.
+// rows narrower than kMaxRunForProductByScan lanes and in rows of kMinRunForWideItems to 511
+// lanes. Otherwise rows of 3 or more lanes and many columns of two lanes (or strided ones) take
+// the one-pass column sweep; one long sequence, few long narrow columns and many contiguous
+// one-lane columns the segment sweep. The choice depends on the shape only, so gradients do not
+// depend on the thread count.
 template <class Elem, size_t L, class T, class F>
 std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::PointwisePlan& plan,
                                           const std::vector<Tensor<T>>& xs, const std::vector<Tensor<T>>& ys,
