@@ -379,10 +379,10 @@ INSTANTIATE_TEST_SUITE_P(Sizes, ScanLength,
 
 // [T, inner] layouts: rows narrower than 16 lanes are scanned in chunks of 8, 4, 2 and 1 lanes
 // (the bits of inner: 2, 3 = 2+1, 5 = 4+1, 7 = 4+2+1, 9 = 8+1, 15 = 8+4+2+1); 16 (the narrowest
-// row scanned as one lane loop), 256 (one full lane group), 300 (more than 256: two lane groups,
-// the second partial); T = 2000 rows make dozens of row blocks (each about an L2's worth of
-// bytes) that chain their prefixes one after another (500 rows, still ten or more blocks, in
-// sanitizer builds).
+// row scanned as one lane loop), 256 and 300, 1024 (one full lane group), 1100 (more than 1024:
+// two lane groups, the second partial); T = 2000 rows make dozens of row blocks (each about an
+// L2's worth of bytes) that chain their prefixes one after another (500 rows, still ten or more
+// blocks, in sanitizer builds).
 class ScanLanes : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(ScanLanes, MatchesReference) {
@@ -393,7 +393,7 @@ TEST_P(ScanLanes, MatchesReference) {
   check_linrec<double>({T, inner}, {T, inner}, 0, true, 4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Inner, ScanLanes, ::testing::Values(2, 3, 5, 7, 9, 15, 16, 256, 300),
+INSTANTIATE_TEST_SUITE_P(Inner, ScanLanes, ::testing::Values(2, 3, 5, 7, 9, 15, 16, 256, 300, 1024, 1100),
                          [](const auto& info) { return fmt::format("Inner{}", info.param); });
 
 // Rows of 4 to 7 packed float lanes with a builtin that runs on vectors: each row is a window of
@@ -585,6 +585,10 @@ TEST(ScanPointwiseStreamed, RowsOfLanes) {
     check_bicyclic({kStream / 112 + 1, 7}, 0, reverse, 1);  // chunks of 4, 2 and 1 lanes
     check_add<float>({kStream / 1024 + 3, 256}, 0, reverse, 2);
     check_linrec<double>({kStream / 4096 + 1, 256}, {kStream / 4096 + 1, 256}, 0, reverse, 3);
+    // Rows of several groups of 1024 lanes, each streamed row by row.
+    check_add<float>({kStream / 8192 + 3, 2048}, 0, reverse, 4);
+    check_linrec<float>({kStream / 24576 + 5, 3072}, {kStream / 24576 + 5, 3072}, 0, reverse, 5);
+    check_add<float>({2, kStream / 16384 + 1, 2048}, 1, reverse, 6);
   }
 }
 

@@ -1020,7 +1020,7 @@ struct FirstOrderEpilogue {
     // end: 16 positions for one lane, 16 rows of narrow packed rows, one row otherwise.
     const bool packed = ts == w && w < 16;
     const int64_t period = w == 1 ? 16 : packed ? 16 * w : w;
-    Acc part[2][kPattern];
+    Acc part[2][std::max(kPattern, ascan::detail::kMaxLanes)];  // period <= kPattern or w
     if (summing) {
       std::fill_n(part[0], period, Acc(0));
       std::fill_n(part[1], period, Acc(0));

@@ -42,7 +42,11 @@
 
 namespace ascan::detail {
 
-inline constexpr int64_t kMaxLanes = 256;            // accumulator tile per column group
+// Lanes per column group (the accumulator tile). Groups narrower than their rows read pieces of
+// each row a row apart, a new page per row, which the hardware prefetcher follows poorly: AMD
+// EPYC VM, float32 add [4096, 1024] forward, alternating processes, 256 -> 1024 lanes:
+// 4.0-5.5 -> 2.3-2.8 ms.
+inline constexpr int64_t kMaxLanes = 1024;
 inline constexpr int64_t kBlockBytes = 96 << 10;     // inputs + outputs of one block (L2-resident)
 // The same for a scan with an epilogue (which reads a further stream of the block's size) in
 // groups of fewer than kNarrowLanes lanes. AMD EPYC VM (512 KiB of L2), float32 cumulative
@@ -50,6 +54,14 @@ inline constexpr int64_t kBlockBytes = 96 << 10;     // inputs + outputs of one 
 // ms, the linear recurrence [2^22] 8.8-11.6 -> 6.7-8.3, [599186, 7] 9.7-11.0 -> 8.2-8.8. Wide
 // rows ran slower with it ([16384, 256]: 8.2-10.9 -> 10.7-13.6); the forward scan gained nothing.
 inline constexpr int64_t kEpilogueBlockBytes = 384 << 10;
+// Blocks of a scan with an epilogue have at least this many rows: wide groups at kBlockBytes got
+// only a few rows each (6 for 1024 lanes of a float32 linear recurrence), and each block pays its
+// carries, a wait on its predecessor and the epilogue's per-lane set-up. AMD EPYC VM, float32
+// discounted return backward through the tape (by scan), 6 -> 32 rows: [4096, 1024] 9.4-10.7 ->
+// 5.9-6.1 ms, [2048, 2048] 14.4-15.3 -> 9.2; [16384, 256] (24 -> 32 rows) 7.0-7.9 -> 6.0-6.1.
+// The forward scans gained nothing clear from it and keep kBlockBytes.
+inline constexpr int64_t kMinEpilogueBlockRows = 32;
+inline constexpr int64_t kMaxPartialScratchBytes = 1 << 20;  // see the streamed partial rows
 // Below this many elements x leaves, no thread hand-off. Waking the pool's thread costs about
 // 10 us on the Intel Xeon VM: a float32 1-D add, medians of 9 x 200 calls in three processes,
 // 1 -> 2 threads: 2^15 11.6-16.0 -> 21.0-23.0 us, 2^16 20.9-31.1 -> 35.9-40.1, 2^17 42.4-52.6
@@ -284,12 +296,26 @@ class PointwiseRunner {
     // (Not with an epilogue: the one pass reads the predecessor's last row from the output.)
     one_pass_ = !Epi::active && plan.numel() * static_cast<int64_t>(L) < kOnePassMaxElements && lanes_path(group_lanes_);
     const int64_t block_bytes = Epi::active && group_lanes_ < kNarrowLanes ? kEpilogueBlockBytes : kBlockBytes;
-    rows_ = std::clamp<int64_t>(block_bytes / (group_lanes_ * bytes_per_lane_row), 1, std::max<int64_t>(T_, 1));
+    const int64_t min_rows = Epi::active ? kMinEpilogueBlockRows : 1;
+    rows_ = std::clamp<int64_t>(std::max(block_bytes / (group_lanes_ * bytes_per_lane_row), min_rows), 1, std::max<int64_t>(T_, 1));
     num_blocks_ = (T_ + rows_ - 1) / rows_;
     // Streaming stores need each block's output rows back to back (one contiguous stretch per
     // leaf): a group spans whole output rows. The scratch holds one block of outputs.
-    if (ASCAN_HAS_STREAM_STORES && !one_pass_ && std::abs(y_step_) == group_lanes_ &&
+    // Rows wider than a group (rows of 2048 lanes in groups of 1024) stream too when every group's
+    // part of a row is whole, aligned lines: the scratch then keeps the output's row stride (its
+    // rows' other lanes unused), at most kMaxPartialScratchBytes per leaf. Stored plainly, their
+    // lines were read before being written, a third stream: with groups of 256 lanes, float32 add
+    // [4096, 1024] ran at 0.4 of [16384, 256] on the AMD VM.
+    const bool packed_rows = std::abs(y_step_) == group_lanes_;
+    bool partial_rows = bundle_ == 1 && !packed_rows && plan.run % group_lanes_ == 0;
+    static_for<L>([&](auto I) {
+      const int64_t elem = sizeof(*std::get<I>(Ptrs{}));
+      partial_rows = partial_rows && group_lanes_ * elem % 64 == 0 && y_step_ * elem % 64 == 0 &&
+                     rows_ * std::abs(y_step_) * elem <= kMaxPartialScratchBytes;
+    });
+    if (ASCAN_HAS_STREAM_STORES && !one_pass_ && (packed_rows || partial_rows) &&
         plan.numel() * (bytes_per_lane_row / 2) >= kStreamMinBytes) {
+      partial_rows_ = partial_rows;
       static_for<L>([&](auto I) { scratch_bytes_ += scratch_leaf_bytes<I>(); });
     }
     // Streamed blocks of one sequence are cut where the output is 64-byte aligned: the first
@@ -384,15 +410,16 @@ class PointwiseRunner {
     return p;
   }
 
-  // Bytes of leaf I's part of the scratch: one block of outputs, rounded up to whole lines.
+  // Bytes of leaf I's part of the scratch: one block of outputs at the output's row stride,
+  // rounded up to whole lines.
   template <size_t I>
   int64_t scratch_leaf_bytes() const {
     using P = std::tuple_element_t<I, Ptrs>;
-    return (rows_ * group_lanes_ * int64_t{sizeof(*P{})} + 63) / 64 * 64;
+    return (rows_ * std::abs(y_step_) * int64_t{sizeof(*P{})} + 63) / 64 * 64;
   }
 
   // Where a block's rows [s0, s1) of group g are scanned when its output is streamed: the
-  // worker's scratch, laid out like the output (rows of g.w lanes back to back, in the same
+  // worker's scratch, laid out like the output (rows the output's row stride apart, in the same
   // direction).
   Group scratch_group(const Group& g, int64_t s0, int64_t s1, std::byte* scratch) const {
     Group sg = g;
@@ -400,25 +427,31 @@ class PointwiseRunner {
     sg.x0 = x_row(g, s0);
     static_for<L>([&](auto I) {
       using P = std::tuple_element_t<I, Ptrs>;
-      std::get<I>(sg.y0) = reinterpret_cast<P>(scratch) + (y_step_ > 0 ? 0 : (s1 - s0 - 1) * g.w);
+      std::get<I>(sg.y0) = reinterpret_cast<P>(scratch) + (y_step_ > 0 ? 0 : (s1 - s0 - 1) * -y_step_);
       scratch += scratch_leaf_bytes<I>();
     });
     return sg;
   }
 
   // Copies rows [a, e) of a streamed block from the scratch group `from` to the output group g,
-  // with streaming stores or plain ones.
+  // with streaming stores or plain ones: one stretch when the rows are packed, else row by row.
   void copy_rows(const Group& g, const Group& from, int64_t a, int64_t e, bool streaming) const {
     if (a >= e) return;
     const int64_t lo = y_step_ > 0 ? a : e - 1;  // the rows' lowest address
+    const bool packed = std::abs(y_step_) == g.w;
+    const int64_t stretches = packed ? 1 : e - a, row_stride = std::abs(y_step_);
     const Ptrs dst = y_row(g, lo), src = y_row(from, lo);
     static_for<L>([&](auto I) {
       if constexpr (Epi::active) {
         if (!epi_.keeps(I)) return;
       }
-      const size_t bytes = (e - a) * g.w * sizeof(*std::get<I>(dst));
-      if (streaming) stream_copy(std::get<I>(dst), std::get<I>(src), bytes);
-      else std::memcpy(std::get<I>(dst), std::get<I>(src), bytes);
+      const size_t bytes = (packed ? e - a : 1) * g.w * sizeof(*std::get<I>(dst));
+      for (int64_t r = 0; r < stretches; ++r) {
+        auto* d = std::get<I>(dst) + r * row_stride;
+        const auto* p = std::get<I>(src) + r * row_stride;
+        if (streaming) stream_copy(d, p, bytes);
+        else std::memcpy(d, p, bytes);
+      }
     });
   }
 
@@ -474,7 +507,7 @@ class PointwiseRunner {
     }
     // A streamed output: the block is scanned into the worker's scratch (`out`) and copied to
     // the output when it is final; its last row first, before it is published.
-    const bool stream = scratch != nullptr && std::abs(y_step_) == g.w;
+    const bool stream = scratch != nullptr && (std::abs(y_step_) == g.w || partial_rows_);
     const Group out = stream ? scratch_group(g, s0, s1, scratch) : g;
     if (stream && reverse_ && lanes_path(g.w)) touch_inputs(g, s0, s1);
     int num_segments = 1;
@@ -1009,6 +1042,7 @@ class PointwiseRunner {
   bool windows_ = false;  // narrow rows scanned as windows (scan_windows)
   bool one_pass_ = false;  // see kOnePassMaxElements
   int64_t scratch_bytes_ = 0;  // a worker's scratch (one block of outputs); 0: stored plainly
+  bool partial_rows_ = false;  // streamed groups that are parts of output rows
   std::atomic<uint8_t>* done_ = nullptr;
   std::atomic<bool> failed_{false};
 };
