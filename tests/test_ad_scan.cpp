@@ -359,9 +359,10 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScan) {
 // they become final, the blocks chained through a side buffer), in float64 against the adjoint
 // as a sequential loop, g_t = ḡ_t + a_{t+1} g_{t+1}, ∂b_t = g_t, ∂a_t = g_t y^b_{t-1}: one long
 // sequence, [T, 3], [T, 300] and [3, T] (columns along T), a decay constant along the scan
-// (summed per lane and block) or a b constant along it, outputs large enough to be streamed (one
-// sequence, also with a summed decay, whose own rows are never stored; [T, 128]); both
-// directions. And a product of decays that
+// (summed per lane and block) or a b constant along it, also in rows of 700 lanes (a row's sums
+// held per lane), outputs large enough to be streamed (one sequence, also with a summed decay,
+// whose own rows are never stored; [T, 128]; [T, 2048] in groups of 1024 lanes, streamed row by
+// row); both directions. And a product of decays that
 // overflows: with decays of 2 in float32, the scan's product of the later decays is infinite far
 // from the end, and a zero cotangent at the last step must not turn it into NaN (the loss here
 // only sees early steps).
@@ -376,6 +377,8 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScanLong) {
   for (const Case& c : {Case{{30001}, {30001}, 0}, Case{{20011, 3}, {20011, 3}, 0}, Case{{3, 9001}, {3, 9001}, 1},
                         Case{{1}, {30001}, 0}, Case{{1, 3}, {20011, 3}, 0}, Case{{20011, 3}, {1, 3}, 0},
                         Case{{4001, 300}, {4001, 300}, 0}, Case{{streamed / 128 + 1, 128}, {streamed / 128 + 1, 128}, 0},
+                        Case{{streamed / 2048 + 1, 2048}, {streamed / 2048 + 1, 2048}, 0},
+                        Case{{2001, 700}, {1, 700}, 0}, Case{{1, 700}, {2001, 700}, 0},
                         Case{{streamed}, {streamed}, 0}, Case{{1}, {streamed}, 0}}) {
     for (bool rev : {false, true}) {
       SCOPED_TRACE(testing::Message() << "a " << ascan::format_shape(c.a) << ", b " << ascan::format_shape(c.b)
@@ -441,8 +444,8 @@ TEST(AdScan, CumulativeProductAdjointAsAScan) {
   const std::pair<ascan::Shape, int64_t> cases[] = {{{1}, 0},     {{2}, 0},         {{3}, 0},       {{37}, 0},
                                                    {{41, 2}, 0}, {{23, 7}, 0},     {{9, 15}, 0},   {{4, 19}, 1},
                                                    {{2, 13, 5}, 1}, {{3, 11}, -1},
-                                                   // rows of 48 to 511 lanes (also by scan), 300: two groups
-                                                   {{7, 64}, 0},   {{2, 5, 48}, 1},  {{4, 300}, 0}};
+                                                   // rows of 48 to 1023 lanes (also by scan)
+                                                   {{7, 64}, 0},   {{2, 5, 48}, 1},  {{4, 300}, 0}, {{5, 700}, 0}};
   for (bool rev : {false, true}) {
     for (const auto& [shape, dim] : cases) {
       SCOPED_TRACE(testing::Message() << ascan::format_shape(shape) << ", dim " << dim << ", rev " << rev);

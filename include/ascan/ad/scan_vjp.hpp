@@ -951,21 +951,25 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
 // on [599186, 7], and 5.8-6.4 -> 3.7-4.2 ms on [2^22] for the product, 6.1-7.2 -> 4.1-4.2 on
 // [2^21, 2]. The column and segment sweeps evaluate the Jacobians on dual numbers per element
 // instead.
-// Rows narrower than this take first_order_vjp_by_scan; wider ones the column sweep, which ran
-// faster there. Intel Xeon VM, float32, two threads, backward through the tape, three processes'
-// medians of 21 each (sweep -> by scan), 2^22 elements as [2^22 / R, R]: R = 16: 6.3-8.7 ->
-// 5.0-6.3 ms, 32: 4.6-6.0 -> 4.1-5.0, 64: 4.8-7.6 -> 4.0-4.5, 128: 4.7-5.4 -> 3.8-4.1, 256:
-// 4.8-6.5 -> 4.2-4.9, 512: 3.6-4.2 -> 3.8-3.9, 1024: 3.1-4.3 -> 3.5-4.2; in reverse, R = 256:
-// 4.0-4.4 -> 3.5-4.4, 1024: 3.2-4.4 -> 3.6-4.1. (Before the elementwise pass was fused into the
-// scan, on an AMD EPYC VM, the sweep won from R = 64 on.)
-inline constexpr int64_t kMaxRunForLinrecByScan = 1024;
-// The same with a decay constant along the scan (its gradient summed per lane): the sweep reads
-// it once per item, the scan's epilogue sums it per block. Reverse, [2^22 / R, R] (sweep -> by
-// scan): R = 256: 3.9-4.2 -> 4.5-4.8 ms, 1024: 2.8-3.7 -> 4.9-5.6.
-inline constexpr int64_t kMaxRunForLinrecByScanConstantDecay = 16;
+// Rows narrower than this take first_order_vjp_by_scan; wider ones the column sweep. Intel Xeon
+// VM, float32, two threads, backward through the tape, three processes' medians of 21 each
+// (sweep -> by scan), 2^22 elements as [2^22 / R, R]: R = 16: 6.3-8.7 -> 5.0-6.3 ms, 64: 4.8-7.6
+// -> 4.0-4.5, 256: 4.8-6.5 -> 4.2-4.9, 1024: 3.1-4.3 -> 3.5-4.2. Once the scan's blocks held at
+// least kMinEpilogueBlockRows rows and its lanes went in groups of up to 1024, on an AMD EPYC VM
+// (backward alone, two alternating processes' medians of 11, sweep -> by scan): R = 64:
+// 15.6/17.3 -> 7.5/10.0 ms, 256: 11.5/13.1 -> 6.9/7.1, 512: 9.2/8.9 -> 7.6/6.5, 1024: 8.5/6.9
+// -> 5.8/6.1, 2048: 7.6/8.1 -> 7.1/7.5, 4096: equal.
+inline constexpr int64_t kMaxRunForLinrecByScan = 2048;
+// The same with a decay constant along the scan (its gradient summed per lane by the scan's
+// epilogue). Same runs as above (sweep -> by scan): R = 16: 8.5 -> 7.6-8.0 ms, 64: 14.4/16.5 ->
+// 6.2/5.8, 256: 7.6/10.0 -> 5.8/6.2, 512: 8.1/7.3 -> 5.6/4.9, 1024: 5.3/5.8 -> 5.0/5.7, 2048:
+// 7.1/8.0 -> 7.0/6.8; on the Intel VM, before those two changes, the sweep won from R = 256 on.
+inline constexpr int64_t kMaxRunForLinrecByScanConstantDecay = 1024;
 // The cumulative product takes its adjoint as a scan in few columns of rows narrower than this,
-// and in rows of kMinRunForWideItems to 511 lanes (pointwise_scan_vjp).
+// and in rows of kMinRunForWideItems lanes to fewer than kMaxRunForWideProductByScan
+// (pointwise_scan_vjp).
 inline constexpr int64_t kMaxRunForProductByScan = 8;
+inline constexpr int64_t kMaxRunForWideProductByScan = 1024;
 
 // The elementwise pass of first_order_vjp_by_scan as an epilogue of its scan (see
 // PointwiseRunner): each block's rows (P_t, h_t), still in cache, become
@@ -1229,11 +1233,11 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
 // The linear recurrence with an upstream gradient on y^b alone in rows of fewer than
 // kMaxRunForLinrecByScan lanes (kMaxRunForLinrecByScanConstantDecay with a decay constant along
 // the scan) takes first_order_vjp_by_scan, as does the cumulative product in few columns of
-// rows narrower than kMaxRunForProductByScan lanes and in rows of kMinRunForWideItems to 511
-// lanes. Otherwise rows of 3 or more lanes and many columns of two lanes (or strided ones) take
-// the one-pass column sweep; one long sequence, few long narrow columns and many contiguous
-// one-lane columns the segment sweep. The choice depends on the shape only, so gradients do not
-// depend on the thread count.
+// rows narrower than kMaxRunForProductByScan lanes and in rows of kMinRunForWideItems to
+// kMaxRunForWideProductByScan - 1 lanes. Otherwise rows of 3 or more lanes and many columns of
+// two lanes (or strided ones) take the one-pass column sweep; one long sequence, few long narrow
+// columns and many contiguous one-lane columns the segment sweep. The choice depends on the
+// shape only, so gradients do not depend on the thread count.
 template <class Elem, size_t L, class T, class F>
 std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::PointwisePlan& plan,
                                           const std::vector<Tensor<T>>& xs, const std::vector<Tensor<T>>& ys,
@@ -1278,13 +1282,17 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
     // tape, three processes' medians of 21, [2^22 / R, R]: R = 3: 7.7-12.0 -> 5.4-5.6 ms, 5:
     // 4.7-8.6 -> 3.9-4.8, 7: 3.9-4.3 -> 3.6-4.2; R = 8: 4.4-5.1 against 6.5-7.4, 16: 3.7-4.7
     // against 5.3-6.5.
-    // Rows of kMinRunForWideItems to 511 lanes as well: the sweep walks them as items narrower
-    // than its widest (512 lanes), rows of under 2 KiB per stream, at part of streaming speed.
+    // Rows of kMinRunForWideItems to 1023 lanes as well: the sweep walks rows under 512 lanes as
+    // items narrower than its widest, rows of under 2 KiB per stream, at part of streaming speed.
     // AMD EPYC VM, float32 [2^22 / R, R], backward through the tape, three processes' medians of
     // 15 (sweep -> by scan): R = 64: 17.1-19.3 -> 7.7-9.2 ms, 128: 11.3-14.8 -> 7.7-10.0, 256:
     // 8.8-12.0 -> 7.1-10.4 (in reverse 10.4-14.0 -> 7.5-8.8); R = 32: 6.4-9.7 against 8.3-9.4,
-    // 512: 7.3-12.6 against 15.2-22.7, [4096, 1024]: 8.8-9.1 against 20.6-25.3.
-    const bool wide_by_scan = plan.run >= kMinRunForWideItems && plan.run < SweepLanes<1, T>::max;
+    // 512: 7.3-12.6 against 15.2-22.7, [4096, 1024]: 8.8-9.1 against 20.6-25.3. Once the scan's
+    // blocks held at least kMinEpilogueBlockRows rows and its lanes went in groups of up to
+    // 1024 (backward alone, two alternating processes' medians of 11, sweep -> by scan): R = 64:
+    // 10.8/11.4 -> 7.9/8.3 ms, 256: 6.4/6.9 -> 5.2/5.5, 512: 5.9/5.5 -> 4.9/4.9; R = 1024:
+    // 4.4/4.3 against 5.4/5.1, 2048: 4.9/4.5 against 7.4/6.8.
+    const bool wide_by_scan = plan.run >= kMinRunForWideItems && plan.run < kMaxRunForWideProductByScan;
     if (gbar[0].storage_id() && ((plan.run < kMaxRunForProductByScan && few_lanes) || wide_by_scan))
       return first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
   }
