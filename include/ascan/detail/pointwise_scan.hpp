@@ -62,6 +62,11 @@ inline constexpr int64_t kEpilogueBlockBytes = 384 << 10;
 // The forward scans gained nothing clear from it and keep kBlockBytes.
 inline constexpr int64_t kMinEpilogueBlockRows = 32;
 inline constexpr int64_t kMaxPartialScratchBytes = 1 << 20;  // see the streamed partial rows
+// fix_up repeats a carry over a stretch of packed rows up to this width; wider rows are a
+// vectorisable loop each.
+inline constexpr int64_t kMaxRepeatedCarryLanes = 64;
+// Output bytes streamed between two bursts of input prefetches (see InputPrefetch).
+inline constexpr size_t kPrefetchPaceBytes = 2048;
 // Below this many elements x leaves, no thread hand-off. Waking the pool's thread costs about
 // 10 us on the Intel Xeon VM: a float32 1-D add, medians of 9 x 200 calls in three processes,
 // 1 -> 2 threads: 2^15 11.6-16.0 -> 21.0-23.0 us, 2^16 20.9-31.1 -> 35.9-40.1, 2^17 42.4-52.6
@@ -367,21 +372,27 @@ class PointwiseRunner {
       // [4, 256] float add's 0.17 us went to the std::function call and the item counter).
       const FloatModeScope mode;
       const auto scratch = make_scratch();
-      for (int64_t item = 0; item < num_items_; ++item) process(item, reinterpret_cast<std::byte*>(scratch.get()));
+      for (int64_t item = 0; item < num_items_; ++item) {
+        NextItem following;
+        process(item, reinterpret_cast<std::byte*>(scratch.get()), following);
+      }
       return;
     }
     std::atomic<int64_t> next{0};
     run_workers(workers, [&](int) {
       const auto scratch = make_scratch();
-      while (!failed_.load(std::memory_order_relaxed)) {
-        const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
-        if (item >= num_items_) return;
+      // process may claim the worker's next item before it ends (NextItem). Each item still
+      // waits only on its predecessor, claimed earlier, so claims made early do not deadlock.
+      int64_t item = next.fetch_add(1, std::memory_order_relaxed);
+      while (item < num_items_ && !failed_.load(std::memory_order_relaxed)) {
+        NextItem following{&next};
         try {
-          if (!process(item, reinterpret_cast<std::byte*>(scratch.get()))) return;
+          if (!process(item, reinterpret_cast<std::byte*>(scratch.get()), following)) return;
         } catch (...) {
           failed_.store(true);
           throw;
         }
+        item = following.get(item);
       }
     });
   }
@@ -392,6 +403,35 @@ class PointwiseRunner {
     int64_t w;
     int64_t cols = 1;
     int64_t base = 0;
+  };
+
+  // Reads the inputs of the worker's next block into the caches while the current block's output
+  // is streamed out, a few lines per piece of output (kPrefetchPaceBytes). Without it a core
+  // scanned a block (reading memory, writing only its cache) and then streamed it out (writing
+  // memory, reading nothing), its reads and writes one after the other. Only leaves whose rows
+  // are packed, and only rows of one leaf or groups of kNarrowLanes or more lanes: a linear
+  // recurrence in narrow chunks ran slower with it. AMD EPYC (Zen 5) VM, float32, two threads,
+  // medians of 5 of bench_scan_host in alternating runs, both directions, without -> with: add
+  // [2^25] 7.9-9.5 -> 6.8-7.7 ms, [2^25 / 7, 7] 10.9-11.5 -> 8.1-8.6, [2^17, 256] 8.7-9.8 ->
+  // 6.4-7.1 (one thread 13.6-14.7 -> 9.9-10.2), linear recurrence [2^17, 256] 14.8-17.3 ->
+  // 12.5-15.1; the linear recurrence [2^25 / 7, 7] 19.8-23.5 -> 29.3-34.4 when it was
+  // prefetched too.
+  struct InputPrefetch {
+    std::array<uintptr_t, L> at{};  // addresses: prefetches may reach past an input's ends
+    std::array<int64_t, L> left{};  // bytes
+    int64_t lines = 0, issued = 0, out_bytes = 0, copied = 0;
+    // Issues the lines due once `bytes` more output bytes are copied (all when out_bytes is 0).
+    void advance(int64_t bytes) {
+      copied += bytes;
+      const int64_t due = copied >= out_bytes ? lines : lines * copied / out_bytes;
+      for (size_t l = 0; l < L && issued < due; ++l) {
+        for (; left[l] > 0 && issued < due; ++issued) {
+          __builtin_prefetch(reinterpret_cast<const void*>(at[l]), 0, 3);
+          at[l] += 64;
+          left[l] -= 64;
+        }
+      }
+    }
   };
 
   int64_t phys(int64_t s) const { return reverse_ ? T_ - 1 - s : s; }
@@ -435,7 +475,8 @@ class PointwiseRunner {
 
   // Copies rows [a, e) of a streamed block from the scratch group `from` to the output group g,
   // with streaming stores or plain ones: one stretch when the rows are packed, else row by row.
-  void copy_rows(const Group& g, const Group& from, int64_t a, int64_t e, bool streaming) const {
+  void copy_rows(const Group& g, const Group& from, int64_t a, int64_t e, bool streaming,
+                 InputPrefetch* pf = nullptr) const {
     if (a >= e) return;
     const int64_t lo = y_step_ > 0 ? a : e - 1;  // the rows' lowest address
     const bool packed = std::abs(y_step_) == g.w;
@@ -449,10 +490,31 @@ class PointwiseRunner {
       for (int64_t r = 0; r < stretches; ++r) {
         auto* d = std::get<I>(dst) + r * row_stride;
         const auto* p = std::get<I>(src) + r * row_stride;
-        if (streaming) stream_copy(d, p, bytes);
-        else std::memcpy(d, p, bytes);
+        if (!streaming) {
+          std::memcpy(d, p, bytes);
+        } else if (pf == nullptr || pf->lines == 0) {
+          stream_copy(d, p, bytes);
+        } else {
+          for (size_t o = 0; o < bytes; o += kPrefetchPaceBytes) {
+            const size_t n = std::min(bytes - o, kPrefetchPaceBytes);
+            stream_copy(reinterpret_cast<std::byte*>(d) + o, reinterpret_cast<const std::byte*>(p) + o, n);
+            pf->advance(static_cast<int64_t>(n));
+          }
+        }
       }
     });
+  }
+
+  // Bytes of output that copy_rows streams for rows [s0, s1) of group g.
+  int64_t block_out_bytes(const Group& g, int64_t s0, int64_t s1) const {
+    int64_t bytes = 0;
+    static_for<L>([&](auto I) {
+      if constexpr (Epi::active) {
+        if (!epi_.keeps(I)) return;
+      }
+      bytes += (s1 - s0) * g.w * int64_t{sizeof(*std::get<I>(g.y0))};
+    });
+    return bytes;
   }
 
   // Reads a byte of every line of the block's packed inputs, in ascending order. A reverse scan
@@ -472,9 +534,12 @@ class PointwiseRunner {
     [[maybe_unused]] volatile unsigned char keep = seen;  // the reads must happen
   }
 
-  // Processes one item; returns false when it gave up because another item failed. `scratch`
-  // (null unless outputs are streamed) holds one block of outputs.
-  bool process(int64_t item, std::byte* scratch) {
+  // Work item `item`: its group (pointers at logical step 0), block index and rows [s0, s1).
+  struct ItemRows {
+    Group g;
+    int64_t b, s0, s1;
+  };
+  ItemRows item_rows(int64_t item) const {
     const int64_t gi = item / num_blocks_, b = item - gi * num_blocks_;
     Group g;
     int64_t c, j0 = 0;
@@ -497,7 +562,46 @@ class PointwiseRunner {
                           (leaf.lane_contiguous ? j0 : 0);
       std::get<I>(g.y0) = std::get<I>(y_data_) + out_off + phys(0) * plan_.out_t_stride + j0;
     });
-    const int64_t s0 = std::max<int64_t>(0, b * rows_ - lead_), s1 = std::min(T_, (b + 1) * rows_ - lead_);
+    return {g, b, std::max<int64_t>(0, b * rows_ - lead_), std::min(T_, (b + 1) * rows_ - lead_)};
+  }
+
+  // The prefetches of item `next`'s inputs, paced over `out_bytes` bytes of output.
+  InputPrefetch input_prefetch(int64_t next, int64_t out_bytes) const {
+    InputPrefetch pf;
+    if (next >= num_items_) return pf;
+    const ItemRows n = item_rows(next);
+    if (L > 1 && !(lanes_path(n.g.w) && n.g.w >= kNarrowLanes)) return pf;
+    static_for<L>([&](auto I) {
+      if (x_step_[I] != n.g.w && x_step_[I] != -n.g.w) return;
+      const auto a = reinterpret_cast<uintptr_t>(std::get<I>(x_row(n.g, n.s0)));
+      const auto z = reinterpret_cast<uintptr_t>(std::get<I>(x_row(n.g, n.s1 - 1)));
+      const auto row_bytes = static_cast<uintptr_t>(n.g.w * sizeof(*std::get<I>(n.g.x0)));
+      const uintptr_t lo = std::min(a, z) / 64 * 64;
+      pf.at[I] = lo;
+      pf.left[I] = static_cast<int64_t>(std::max(a, z) + row_bytes - lo);
+      pf.lines += (pf.left[I] + 63) / 64;
+    });
+    pf.out_bytes = out_bytes;
+    return pf;
+  }
+
+  // A worker's next item, claimed when first asked for: a streamed block asks once it is
+  // published and its output goes out (InputPrefetch), so that items are still claimed about in
+  // the order they start.
+  struct NextItem {
+    std::atomic<int64_t>* counter = nullptr;  // null: the items in order on one worker
+    int64_t item = -1;
+    int64_t get(int64_t current) {
+      if (item < 0) item = counter ? counter->fetch_add(1, std::memory_order_relaxed) : current + 1;
+      return item;
+    }
+  };
+
+  // Processes one item; returns false when it gave up because another item failed. `scratch`
+  // (null unless outputs are streamed) holds one block of outputs; `next` is the worker's next
+  // item, asked for only by streamed blocks.
+  bool process(int64_t item, std::byte* scratch, NextItem& next) {
+    const auto [g, b, s0, s1] = item_rows(item);
     if (one_pass_ && lanes_path(g.w)) {  // rows of lanes, one thread
       // Blocks run in order on the one worker: the predecessor's last row is final.
       if (b > 0 && !wait_published(done_[item - 1], failed_)) return false;
@@ -574,6 +678,10 @@ class PointwiseRunner {
       if (stream) copy_rows(g, out, s1 - 1, s1, false);  // published, so plainly
     }
     if (num_blocks_ > 1) done_[item].store(1, std::memory_order_release);
+    InputPrefetch pf;
+    if constexpr (!Epi::active) {
+      if (stream) pf = input_prefetch(next.get(item), block_out_bytes(g, s0, s1));
+    }
     for (int k = 0; k < num_segments; ++k) {
       const int64_t a = s0 + k * seg, e = k + 1 == num_segments ? s1 - 1 : a + seg;
       if constexpr (Epi::active) {
@@ -589,10 +697,10 @@ class PointwiseRunner {
         if (stream && a < end) copy_rows(g, out, a, end, true);
       } else {
         if (k > 0 || have0) fix_up(out, carry(k), a, e);
-        if (stream) copy_rows(g, out, a, e, true);
+        if (stream) copy_rows(g, out, a, e, true, &pf);
       }
     }
-    if (stream) stream_fence();
+    if (stream) pf.advance(0), stream_fence();
     return true;
   }
 
@@ -997,16 +1105,20 @@ class PointwiseRunner {
       }
       return;
     }
-    if ((y_step_ == g.w || y_step_ == -g.w) && g.w <= kMaxLanes / 4) {
+    if ((y_step_ == g.w || y_step_ == -g.w) && g.w <= kMaxRepeatedCarryLanes) {
       // Narrow rows packed back to back: one flat, vectorisable loop over the rows' span, with
-      // the carry repeated to a stretch of whole rows (a loop of w per row would be scalar).
+      // the carry repeated to a stretch of whole rows (a loop of w per row would be scalar). The
+      // repeats are copied in doubling pieces: an element loop with a wrapping index ran scalar
+      // (a carry of 256 lanes repeated to 1024 took a tenth of a one-thread [2^17, 256] add).
       const int64_t n = (e - a) * g.w, stretch = std::min(kMaxLanes / g.w * g.w, n);
       LaneBuffers<Ptrs> rep_buf;
       const Ptrs rep = rep_buf.ptrs();
-      for (int64_t i = 0, j = 0; i < stretch; ++i) {
-        Access::store(rep, i, Access::load(carry, j));
-        if (++j == g.w) j = 0;
-      }
+      static_for<L>([&](auto I) {
+        auto* r = std::get<I>(rep);
+        std::memcpy(r, std::get<I>(carry), g.w * sizeof(*r));
+        for (int64_t len = g.w; len < stretch; len *= 2)
+          std::memcpy(r + len, r, std::min(len, stretch - len) * sizeof(*r));
+      });
       Ptrs lo = y_row(g, y_step_ > 0 ? a : e - 1);
       for (int64_t i = 0; i < n; i += stretch) {
         const int64_t m = std::min(stretch, n - i);
