@@ -2,10 +2,9 @@
 // ascan::ad::associative_scan, and (for [T = 4096, 1024]) the same gradient written as a
 // sequential loop on the tape (what a user writes without the scan), float32. Layouts: many
 // columns [4096, 1024] and [16384, 256], one long sequence [2^22] and narrow rows [599186, 7].
-// The loss is on y^b alone, so the linear recurrence takes its adjoint as a scan on all but
-// [4096, 1024], the discounted return (γ constant along the scan) on [2^22] and [599186, 7], the
-// cumulative product on all but [4096, 1024]; the other cases take the column sweep, and a sum
-// its reverse sum everywhere.
+// The loss is on y^b alone, so the linear recurrence takes its adjoint as a scan on every layout,
+// the discounted return (γ constant along the scan) and the cumulative product on all but
+// [4096, 1024]; the other cases take the column sweep, and a sum its reverse sum everywhere.
 //
 // Names: "<case>/<layout>/forward", ".../scan_grad", ".../loop_grad" (both grads: forward +
 // backward with a given cotangent). Ratios to report: backward / forward = (scan_grad - forward)

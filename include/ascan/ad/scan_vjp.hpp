@@ -1291,7 +1291,9 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
     // blocks held at least kMinEpilogueBlockRows rows and its lanes went in groups of up to
     // 1024 (backward alone, two alternating processes' medians of 11, sweep -> by scan): R = 64:
     // 10.8/11.4 -> 7.9/8.3 ms, 256: 6.4/6.9 -> 5.2/5.5, 512: 5.9/5.5 -> 4.9/4.9; R = 1024:
-    // 4.4/4.3 against 5.4/5.1, 2048: 4.9/4.5 against 7.4/6.8.
+    // 4.4/4.3 against 5.4/5.1, 2048: 4.9/4.5 against 7.4/6.8. (On an AMD EPYC Zen 5 VM with
+    // AVX-512 and 2 MiB of L2, [4096, 1024] forward + backward ran faster by scan, 2.2-2.4
+    // against 3.1 ms in three alternating runs: the best limit depends on the machine.)
     const bool wide_by_scan = plan.run >= kMinRunForWideItems && plan.run < kMaxRunForWideProductByScan;
     if (gbar[0].storage_id() && ((plan.run < kMaxRunForProductByScan && few_lanes) || wide_by_scan))
       return first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
