@@ -372,9 +372,11 @@ class PointwiseRunner {
       // [4, 256] float add's 0.17 us went to the std::function call and the item counter).
       const FloatModeScope mode;
       const auto scratch = make_scratch();
+      bool cached = false;
       for (int64_t item = 0; item < num_items_; ++item) {
         NextItem following;
-        process(item, reinterpret_cast<std::byte*>(scratch.get()), following);
+        process(item, reinterpret_cast<std::byte*>(scratch.get()), following, cached);
+        cached = following.prefetched;
       }
       return;
     }
@@ -384,15 +386,17 @@ class PointwiseRunner {
       // process may claim the worker's next item before it ends (NextItem). Each item still
       // waits only on its predecessor, claimed earlier, so claims made early do not deadlock.
       int64_t item = next.fetch_add(1, std::memory_order_relaxed);
+      bool cached = false;
       while (item < num_items_ && !failed_.load(std::memory_order_relaxed)) {
         NextItem following{&next};
         try {
-          if (!process(item, reinterpret_cast<std::byte*>(scratch.get()), following)) return;
+          if (!process(item, reinterpret_cast<std::byte*>(scratch.get()), following, cached)) return;
         } catch (...) {
           failed_.store(true);
           throw;
         }
         item = following.get(item);
+        cached = following.prefetched;
       }
     });
   }
@@ -522,6 +526,7 @@ class PointwiseRunner {
   // prefetchers did not follow: reading the block upwards first took a [2^17, 256] float32
   // reverse add from 26-28 to 21-23 ms (forward 20 ms), a linear recurrence from 50-60 to
   // 39-45 ms. Forward scans, one sequence and narrow rows ran as fast or faster without it.
+  // Skipped when the worker's previous block prefetched them (InputPrefetch reads the same lines).
   void touch_inputs(const Group& g, int64_t s0, int64_t s1) const {
     unsigned char seen = 0;
     static_for<L>([&](auto I) {
@@ -591,6 +596,7 @@ class PointwiseRunner {
   struct NextItem {
     std::atomic<int64_t>* counter = nullptr;  // null: the items in order on one worker
     int64_t item = -1;
+    bool prefetched = false;  // its packed inputs were prefetched (InputPrefetch)
     int64_t get(int64_t current) {
       if (item < 0) item = counter ? counter->fetch_add(1, std::memory_order_relaxed) : current + 1;
       return item;
@@ -599,8 +605,9 @@ class PointwiseRunner {
 
   // Processes one item; returns false when it gave up because another item failed. `scratch`
   // (null unless outputs are streamed) holds one block of outputs; `next` is the worker's next
-  // item, asked for only by streamed blocks.
-  bool process(int64_t item, std::byte* scratch, NextItem& next) {
+  // item, asked for only by streamed blocks; `cached`: the previous item prefetched this one's
+  // inputs.
+  bool process(int64_t item, std::byte* scratch, NextItem& next, bool cached) {
     const auto [g, b, s0, s1] = item_rows(item);
     if (one_pass_ && lanes_path(g.w)) {  // rows of lanes, one thread
       // Blocks run in order on the one worker: the predecessor's last row is final.
@@ -613,7 +620,7 @@ class PointwiseRunner {
     // the output when it is final; its last row first, before it is published.
     const bool stream = scratch != nullptr && (std::abs(y_step_) == g.w || partial_rows_);
     const Group out = stream ? scratch_group(g, s0, s1, scratch) : g;
-    if (stream && reverse_ && lanes_path(g.w)) touch_inputs(g, s0, s1);
+    if (stream && reverse_ && lanes_path(g.w) && !cached) touch_inputs(g, s0, s1);
     int num_segments = 1;
     int64_t seg = s1 - s0;
     if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows && blocked_sequences_) {
@@ -681,6 +688,7 @@ class PointwiseRunner {
     InputPrefetch pf;
     if constexpr (!Epi::active) {
       if (stream) pf = input_prefetch(next.get(item), block_out_bytes(g, s0, s1));
+      next.prefetched = pf.lines > 0;
     }
     for (int k = 0; k < num_segments; ++k) {
       const int64_t a = s0 + k * seg, e = k + 1 == num_segments ? s1 - 1 : a + seg;
