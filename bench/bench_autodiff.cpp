@@ -2,9 +2,11 @@
 // ascan::ad::associative_scan, and (for [T = 4096, 1024]) the same gradient written as a
 // sequential loop on the tape (what a user writes without the scan), float32. Layouts: many
 // columns [4096, 1024] and [16384, 256], one long sequence [2^22] and narrow rows [599186, 7].
-// The loss is on y^b alone, so the linear recurrence takes its adjoint as a scan on every layout,
-// the discounted return (γ constant along the scan) and the cumulative product on all but
-// [4096, 1024]; the other cases take the column sweep, and a sum its reverse sum everywhere.
+// The loss is on y^b alone, so the linear recurrence and the discounted return (γ constant along
+// the scan) take their adjoint as a scan on one sequence and [599186, 7], as a sweep a line of
+// lanes at a time on [4096, 1024] and [16384, 256]; the cumulative product as a scan on all but
+// [4096, 1024] (the line sweep), and a sum its reverse sum everywhere.
+// ASCAN_BENCH_T_SCALE=k in the environment multiplies every layout's T (and names it so).
 //
 // Names: "<case>/<layout>/forward", ".../scan_grad", ".../loop_grad" (both grads: forward +
 // backward with a given cotangent). Ratios to report: backward / forward = (scan_grad - forward)
@@ -13,6 +15,8 @@
 
 #include <ascan/ascan.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -131,15 +135,21 @@ void loop_grad(benchmark::State& st, Case c) {
 void register_all() {
   const std::pair<const char*, Case> cases[] = {
       {"cumsum", Case::cumsum}, {"cumprod", Case::cumprod}, {"linrec", Case::linrec}, {"discounted", Case::discounted}};
-  const std::pair<const char*, Layout> layouts[] = {
-      {"T4096_inner1024", {kT, kInner}}, {"T4194304", {1 << 22, 1}}, {"T16384_inner256", {16384, 256}},
-      {"T599186_inner7", {599186, 7}}};
-  for (const auto& [lname, layout] : layouts)
+  const Layout layouts[] = {{kT, kInner}, {1 << 22, 1}, {16384, 256}, {599186, 7}};
+  // ASCAN_BENCH_T_SCALE=k multiplies T of every layout (the loop on the tape keeps [4096, 1024]):
+  // 4 makes the leaves 64 MiB, out of a 32 MiB L3, where the forward no longer runs from cache.
+  const char* env = std::getenv("ASCAN_BENCH_T_SCALE");
+  const int64_t scale = env ? std::max(1, std::atoi(env)) : 1;
+  for (const Layout& layout1 : layouts)
     for (const auto& [name, c] : cases) {
-      const std::string n = std::string(name) + "/" + lname + "/";
+      const Layout layout{layout1.T * scale, layout1.inner};
+      std::string n = name;
+      n += "/T" + std::to_string(layout.T);
+      if (layout.inner > 1) n += "_inner" + std::to_string(layout.inner);
+      n += "/";
       benchmark::RegisterBenchmark((n + "forward").c_str(), forward, c, layout)->Unit(benchmark::kMillisecond)->UseRealTime();
       benchmark::RegisterBenchmark((n + "scan_grad").c_str(), scan_grad, c, layout)->Unit(benchmark::kMillisecond)->UseRealTime();
-      if (layout.inner == kInner)
+      if (layout.inner == kInner && layout.T == kT)
         benchmark::RegisterBenchmark((n + "loop_grad").c_str(), loop_grad, c)
             ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
     }

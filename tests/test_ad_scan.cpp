@@ -437,8 +437,9 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScanLong) {
 // 2, 3 and odd ones, rows of 1, 2, 5 and 7 lanes, a few columns ([4, T] along T) (and rows of 15
 // lanes, which take the column sweep), signs changing, exact zeros in x (the gradient of a
 // product through a zero factor, which a division by x would lose), both directions; and at
-// lengths of many blocks of the scan and of streamed outputs against the adjoint as
-// a float64 sequential loop, g_t = ḡ_t + x_{t+1} g_{t+1}, ∂x_t = g_t y_{t-1}, ∂x_0 = g_0.
+// lengths of many blocks of the scan and of streamed outputs, and in rows of 1024 lanes or more
+// (the line sweep), against the adjoint as a float64 sequential loop,
+// g_t = ḡ_t + x_{t+1} g_{t+1}, ∂x_t = g_t y_{t-1}, ∂x_0 = g_0.
 TEST(AdScan, CumulativeProductAdjointAsAScan) {
   const ascan::ad::GradcheckOptions fast{.fast = true, .num_directions = 6};
   const std::pair<ascan::Shape, int64_t> cases[] = {{{1}, 0},     {{2}, 0},         {{3}, 0},       {{37}, 0},
@@ -461,7 +462,12 @@ TEST(AdScan, CumulativeProductAdjointAsAScan) {
   for (const auto& [shape, dim] : {std::pair{ascan::Shape{30001}, int64_t{0}}, std::pair{ascan::Shape{20011, 2}, int64_t{0}},
                                    std::pair{ascan::Shape{20011, 7}, int64_t{0}}, std::pair{ascan::Shape{2001, 300}, int64_t{0}},
                                    std::pair{ascan::Shape{3, 1001, 64}, int64_t{1}},
-                                   std::pair{ascan::Shape{3, 9001}, int64_t{1}}, std::pair{ascan::Shape{streamed}, int64_t{0}}}) {
+                                   std::pair{ascan::Shape{3, 9001}, int64_t{1}}, std::pair{ascan::Shape{streamed}, int64_t{0}},
+                                   // rows of 1024 lanes or more: the sweep a line of lanes at a
+                                   // time (items of 512 lanes and a remainder of 76, not whole
+                                   // lines), also with streamed gradients
+                                   std::pair{ascan::Shape{301, 1100}, int64_t{0}},
+                                   std::pair{ascan::Shape{streamed / 1024 + 1, 1024}, int64_t{0}}}) {
     for (bool rev : {false, true}) {
       SCOPED_TRACE(testing::Message() << ascan::format_shape(shape) << ", rev " << rev);
       TD x = uniform(shape, 5, 0.9999, 1.0001), w = randn(shape, 7);
@@ -686,8 +692,8 @@ TEST(AdScan, ColumnSweepWithBroadcastLeaves) {
 // rounding error is about u32 * D relative to the largest gradient (u32 = 2^-24), independent
 // of T — the blocked scan does not accumulate error along the whole sequence.
 // The same for rows: [T, 7], [T, 256] and [T, 1024]. With the loss on y^b alone one long
-// sequence, [T, 7] and [T, 256] take the adjoint as a scan (first_order_vjp_by_scan), [T, 1024]
-// the column sweep (items of 512 lanes).
+// sequence and [T, 7] take the adjoint as a scan (first_order_vjp_by_scan), [T, 256] and
+// [T, 1024] the sweep a line of lanes at a time (first_order_vjp_lines, items of 512 lanes).
 TEST(AdScan, Float32GradientsMatchFloat64) {
   const double u32 = 0x1.0p-24, depth = 100;
   for (const ascan::Shape& shape : {ascan::Shape{1000}, ascan::Shape{100000}, ascan::Shape{20000, 7}, ascan::Shape{3000, 256},

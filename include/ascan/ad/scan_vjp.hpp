@@ -10,8 +10,9 @@
 // walk back one lane per column (one pass); few long columns are cut into segments whose (M, c)
 // are chained first (two passes). Memory: xs, ys, ḡ and the gradients. Builtins whose
 // Jacobians are closed forms skip the duals: a sum's adjoint is the reverse sum of ḡ, the linear
-// recurrence's (and the cumulative product's) a linear recurrence in the other direction
-// (first_order_vjp_by_scan).
+// recurrence's (and the cumulative product's) a linear recurrence in the other direction, taken
+// as a scan (first_order_vjp_by_scan) or, in wide rows, as a sweep a cache line of lanes at a
+// time (first_order_vjp_lines).
 #pragma once
 
 #include <algorithm>
@@ -951,7 +952,8 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
 // on [599186, 7], and 5.8-6.4 -> 3.7-4.2 ms on [2^22] for the product, 6.1-7.2 -> 4.1-4.2 on
 // [2^21, 2]. The column and segment sweeps evaluate the Jacobians on dual numbers per element
 // instead.
-// Rows narrower than this take first_order_vjp_by_scan; wider ones the column sweep. Intel Xeon
+// Rows narrower than this took first_order_vjp_by_scan, wider ones the column sweep (rows of
+// kMinRunForLinrecLines lanes or more now take first_order_vjp_lines instead of both). Intel Xeon
 // VM, float32, two threads, backward through the tape, three processes' medians of 21 each
 // (sweep -> by scan), 2^22 elements as [2^22 / R, R]: R = 16: 6.3-8.7 -> 5.0-6.3 ms, 64: 4.8-7.6
 // -> 4.0-4.5, 256: 4.8-6.5 -> 4.2-4.9, 1024: 3.1-4.3 -> 3.5-4.2. Once the scan's blocks held at
@@ -1226,15 +1228,145 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
   return outs.finish(xs);
 }
 
+// The adjoint of the cumulative product (L == 1) and of the linear recurrence with its loss on
+// y^b alone (L == 2) swept backwards along the scan, whole cache lines of lanes at a time, with
+// the Jacobians in closed form: g_s = ḡ_s + a_{s+1} g_{s+1} (a the product's x or the
+// recurrence's decay), then ∂a_s = g_s y_{s-1} (the product's ∂x; g_0 at s = 0 for the product,
+// 0 for the recurrence, whose y_0 is its x_0) and the recurrence's ∂b_s = g_s. The same
+// arithmetic as the column sweep's (A_{s+1} = a_{s+1}, B_s = y_{s-1}), but each line of gradient
+// is stored as soon as it is computed (streaming stores for large outputs, see stream_line)
+// instead of a row at a time from a scratch row: alternating runs (float32, two threads,
+// forward + backward through the tape, medians of 5) in the comments at the dispatch below.
+// Reads ḡ, a and y_{s-1}; writes the gradients (4 streams for the product, 5 for the recurrence).
+// Leaves a and b may be broadcast as in the column sweep (one value over the lanes, or constant
+// along the scan and summed); lanes are cut into items as there (sweep_lanes).
+inline constexpr int64_t kLineSweepMaxLanes = 512;
+// The linear recurrence (loss on y^b) takes first_order_vjp_lines in rows of at least this many
+// lanes, with or without a decay constant along the scan; the cumulative product from
+// kMaxRunForWideProductByScan lanes on (where it took the column sweep). AMD EPYC Zen 5 VM,
+// float32, two threads, forward + backward through the tape, [2^24 / R, R] (64 MiB per leaf),
+// medians of 5, two alternating runs, ms, old path -> line sweep, cumulative product / linear
+// recurrence / discounted return (γ broadcast): R = 128: 13.3 -> 13.2-13.4 / 17.5-17.8 ->
+// 16.3-16.5 / 16.7 -> 11.3; R = 512: 12.9-13.4 -> 11.2-13.1 / 17.0-20.7 -> 15.9-17.1 / 17.8-19.3
+// -> 14.9-15.1; R = 1024: 12.3-13.4 -> 11.5-12.4 / 16.6-19.1 -> 16.0-16.6 / 15.4-18.6 ->
+// 15.0-16.3; R = 2048: 13.7-16.1 -> 12.2-13.0 / 24.9-25.3 -> 17.5-18.9 / 20.5-22.2 -> 18.1-18.3;
+// R = 4096: 14.4-15.0 -> 11.0-13.3 / 28.1-29.1 -> 17.9-20.8 / 21.4-24.5 -> 18.5-22.0. At R = 64
+// the sweep, cut into two items of 32 lanes for two threads, lost (cumulative product 13.5-14.0
+// -> 19.7-20.2, discounted return 18.0-18.2 -> 33.2-33.4); at R = 16 and 32 it won for the
+// recurrence (21.7-23.1 -> 15.6-17.8) but not clearly for the product. The product in rows of
+// 256 lanes tied with its adjoint as a scan (13.2-14.7 against 12.5-14.2) and keeps it.
+inline constexpr int64_t kMinRunForLinrecLines = 128;
+
+template <class T, size_t L>
+std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
+                                             const std::vector<Tensor<T>>& ys, const Tensor<T>& gbar,
+                                             const std::array<bool, L>& need, bool reverse) {
+  static_assert(L == 1 || L == 2);
+  constexpr bool kProduct = L == 1;
+  using Outs = GradOutputs<T, L>;
+  using Acc = typename Outs::Acc;
+  using Line = ascan::detail::Line<T>;
+  constexpr int64_t V = ascan::detail::LineOf<T>::size;
+  const int64_t T_len = plan.length, run = plan.run, step = plan.out_t_stride;
+  Outs outs(plan, xs, need);
+  const int64_t lanes = sweep_lanes(run, plan.num_columns, kLineSweepMaxLanes);
+  const int64_t chunks = (run + lanes - 1) / lanes;
+  const bool stream = ASCAN_HAS_STREAM_STORES && outs.direct_bytes() >= ascan::detail::kStreamMinBytes;
+  const T* const y_data = ys[L - 1].data();
+  const T* const g_data = gbar.data();
+  ascan::detail::parallel_for(plan.num_columns * chunks, 1, [&](int64_t ib, int64_t ie) {
+    alignas(64) T g[kLineSweepMaxLanes];
+    alignas(64) Acc sums[L][kLineSweepMaxLanes];
+    std::array<int64_t, L> leaf_off{};
+    for (int64_t item = ib; item < ie; ++item) {
+      const int64_t c = item / chunks, i0 = (item % chunks) * lanes, w = std::min(lanes, run - i0);
+      int64_t out_off = 0;
+      plan.column_offsets(c, leaf_off.data(), out_off);
+      const T* const gp = g_data + out_off + i0;
+      const T* const yp = y_data + out_off + i0;
+      const bool a_lanes = plan.leaves[0].lane_contiguous;
+      const T* const ap = xs[0].data() + leaf_off[0] + (a_lanes ? i0 : 0);
+      const int64_t a_stride = plan.leaves[0].t_stride;
+      // The gradients' rows at index 0 (null where not stored directly) and which are summed.
+      std::array<T*, L> dp{};
+      std::array<bool, L> summed{};
+      bool aligned = stream && step * int64_t(sizeof(T)) % 64 == 0;
+      for (size_t l = 0; l < L; ++l) {
+        summed[l] = outs.mode[l] == Outs::Mode::summed;
+        if (outs.mode[l] == Outs::Mode::direct) {
+          dp[l] = outs.full[l].data() + out_off + i0;
+          aligned = aligned && reinterpret_cast<uintptr_t>(dp[l]) % 64 == 0;
+        }
+        if (summed[l]) std::fill_n(sums[l], w, Acc(0));
+      }
+      std::fill_n(g, w, T(0));
+      const auto at = [&](int64_t s) { return reverse ? T_len - 1 - s : s; };  // scan step -> index
+      const int64_t wv = w / V * V;  // lanes in whole lines
+      // Lanes [j, j + V) of gradient leaf l at row r: stored (streamed where the rows are
+      // aligned) or summed.
+      const auto put = [&](size_t l, int64_t r, int64_t j, const Line& v) {
+        if (dp[l]) {
+          if (aligned) ascan::detail::stream_line(dp[l] + r + j, v);
+          else ascan::detail::store_line(dp[l] + r + j, v);
+        } else if (summed[l]) {
+          for (int64_t k = 0; k < V; ++k) sums[l][j + k] += Acc(v[k]);
+        }
+      };
+      const auto put_one = [&](size_t l, int64_t r, int64_t j, T v) {
+        if (dp[l]) dp[l][r + j] = v;
+        else if (summed[l]) sums[l][j] += Acc(v);
+      };
+      for (int64_t s = T_len - 1; s >= 0; --s) {
+        const int64_t r = at(s) * step;
+        const T* const gr = gp + r;
+        // a_{s+1} (none at the last step: g = ḡ there) and y_{s-1} (none at the first).
+        const T* const an = s + 1 < T_len ? ap + at(s + 1) * a_stride : nullptr;
+        const T* const yr = s > 0 ? yp + at(s - 1) * step : nullptr;
+        Line av{};
+        if (an && !a_lanes) av = Line{} + *an;
+        for (int64_t j = 0; j < wv; j += V) {
+          Line gv, hv, yv;
+          ascan::detail::load_line(gv, gr + j);
+          if (an) {
+            ascan::detail::load_line(hv, g + j);
+            if (a_lanes) ascan::detail::load_line(av, an + j);
+            gv += av * hv;
+          }
+          ascan::detail::store_line(g + j, gv);
+          if (yr) {
+            ascan::detail::load_line(yv, yr + j);
+            put(0, r, j, gv * yv);
+          } else {
+            put(0, r, j, kProduct ? gv : Line{});
+          }
+          if constexpr (L == 2) put(1, r, j, gv);
+        }
+        for (int64_t j = wv; j < w; ++j) {
+          T gv = gr[j];
+          if (an) gv += (a_lanes ? an[j] : *an) * g[j];
+          g[j] = gv;
+          put_one(0, r, j, yr ? gv * yr[j] : kProduct ? gv : T(0));
+          if constexpr (L == 2) put_one(1, r, j, gv);
+        }
+      }
+      for (size_t l = 0; l < L; ++l)
+        if (summed[l])
+          for (int64_t j = 0; j < w; ++j) outs.full[l].data()[outs.summed_offset(out_off) + i0 + j] = T(sums[l][j]);
+    }
+    if (stream) ascan::detail::stream_fence();
+  });
+  return outs.finish(xs);
+}
+
 // Gradients of a pointwise scan with respect to its inputs, in each leaf's own shape.
 //   plan: the scan's plan (output shape, axis, broadcast layout of xs); xs: the leaves as given;
 //   ys: outputs; gbar: upstream gradients (a default-constructed tensor for zero); need: which
 //   gradients to return (the others are default tensors).
-// The linear recurrence with an upstream gradient on y^b alone in rows of fewer than
-// kMaxRunForLinrecByScan lanes (kMaxRunForLinrecByScanConstantDecay with a decay constant along
-// the scan) takes first_order_vjp_by_scan, as does the cumulative product in few columns of
-// rows narrower than kMaxRunForProductByScan lanes and in rows of kMinRunForWideItems to
-// kMaxRunForWideProductByScan - 1 lanes. Otherwise rows of 3 or more lanes and many columns of
+// The linear recurrence with an upstream gradient on y^b alone takes first_order_vjp_lines in
+// rows of kMinRunForLinrecLines lanes or more, first_order_vjp_by_scan in narrower ones; the
+// cumulative product takes first_order_vjp_lines in rows of kMaxRunForWideProductByScan lanes
+// or more, first_order_vjp_by_scan in few columns of rows narrower than kMaxRunForProductByScan
+// lanes and in rows of kMinRunForWideItems to kMaxRunForWideProductByScan - 1 lanes. Otherwise rows of 3 or more lanes and many columns of
 // two lanes (or strided ones) take the one-pass column sweep; one long sequence, few long narrow
 // columns and many contiguous one-lane columns the segment sweep. The choice depends on the
 // shape only, so gradients do not depend on the thread count.
@@ -1263,6 +1395,8 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
   }
   if constexpr (L == 2 && std::is_same_v<F, ascan::LinearRecurrence>) {
     const bool constant_decay = plan.leaves[0].t_stride == 0;
+    if (!gbar[0].storage_id() && gbar[1].storage_id() && plan.run >= kMinRunForLinrecLines)
+      return first_order_vjp_lines<T, 2>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse);
     if (!gbar[0].storage_id() && gbar[1].storage_id() &&
         plan.run < (constant_decay ? kMaxRunForLinrecByScanConstantDecay : kMaxRunForLinrecByScan))
       return first_order_vjp_by_scan<T, 2>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse);
@@ -1294,6 +1428,8 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
     // 4.4/4.3 against 5.4/5.1, 2048: 4.9/4.5 against 7.4/6.8. (On an AMD EPYC Zen 5 VM with
     // AVX-512 and 2 MiB of L2, [4096, 1024] forward + backward ran faster by scan, 2.2-2.4
     // against 3.1 ms in three alternating runs: the best limit depends on the machine.)
+    if (gbar[0].storage_id() && plan.run >= kMaxRunForWideProductByScan)
+      return first_order_vjp_lines<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
     const bool wide_by_scan = plan.run >= kMinRunForWideItems && plan.run < kMaxRunForWideProductByScan;
     if (gbar[0].storage_id() && ((plan.run < kMaxRunForProductByScan && few_lanes) || wide_by_scan))
       return first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
