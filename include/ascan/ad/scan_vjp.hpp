@@ -952,8 +952,9 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
 // on [599186, 7], and 5.8-6.4 -> 3.7-4.2 ms on [2^22] for the product, 6.1-7.2 -> 4.1-4.2 on
 // [2^21, 2]. The column and segment sweeps evaluate the Jacobians on dual numbers per element
 // instead.
-// Rows narrower than this took first_order_vjp_by_scan, wider ones the column sweep (rows of
-// kMinRunForLinrecLines lanes or more now take first_order_vjp_lines instead of both). Intel Xeon
+// The linear recurrence's adjoint as a scan against the column sweep, measured before
+// first_order_vjp_lines took rows of kMinRunForLinrecLines lanes or more from both (the scan
+// then ran below 2048 lanes, below 1024 with a decay constant along the scan). Intel Xeon
 // VM, float32, two threads, backward through the tape, three processes' medians of 21 each
 // (sweep -> by scan), 2^22 elements as [2^22 / R, R]: R = 16: 6.3-8.7 -> 5.0-6.3 ms, 64: 4.8-7.6
 // -> 4.0-4.5, 256: 4.8-6.5 -> 4.2-4.9, 1024: 3.1-4.3 -> 3.5-4.2. Once the scan's blocks held at
@@ -961,12 +962,10 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
 // (backward alone, two alternating processes' medians of 11, sweep -> by scan): R = 64:
 // 15.6/17.3 -> 7.5/10.0 ms, 256: 11.5/13.1 -> 6.9/7.1, 512: 9.2/8.9 -> 7.6/6.5, 1024: 8.5/6.9
 // -> 5.8/6.1, 2048: 7.6/8.1 -> 7.1/7.5, 4096: equal.
-inline constexpr int64_t kMaxRunForLinrecByScan = 2048;
 // The same with a decay constant along the scan (its gradient summed per lane by the scan's
 // epilogue). Same runs as above (sweep -> by scan): R = 16: 8.5 -> 7.6-8.0 ms, 64: 14.4/16.5 ->
 // 6.2/5.8, 256: 7.6/10.0 -> 5.8/6.2, 512: 8.1/7.3 -> 5.6/4.9, 1024: 5.3/5.8 -> 5.0/5.7, 2048:
 // 7.1/8.0 -> 7.0/6.8; on the Intel VM, before those two changes, the sweep won from R = 256 on.
-inline constexpr int64_t kMaxRunForLinrecByScanConstantDecay = 1024;
 // The cumulative product takes its adjoint as a scan in few columns of rows narrower than this,
 // and in rows of kMinRunForWideItems lanes to fewer than kMaxRunForWideProductByScan
 // (pointwise_scan_vjp).
@@ -1394,12 +1393,10 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
     return dx;
   }
   if constexpr (L == 2 && std::is_same_v<F, ascan::LinearRecurrence>) {
-    const bool constant_decay = plan.leaves[0].t_stride == 0;
-    if (!gbar[0].storage_id() && gbar[1].storage_id() && plan.run >= kMinRunForLinrecLines)
-      return first_order_vjp_lines<T, 2>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse);
-    if (!gbar[0].storage_id() && gbar[1].storage_id() &&
-        plan.run < (constant_decay ? kMaxRunForLinrecByScanConstantDecay : kMaxRunForLinrecByScan))
-      return first_order_vjp_by_scan<T, 2>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse);
+    if (!gbar[0].storage_id() && gbar[1].storage_id())
+      return plan.run >= kMinRunForLinrecLines
+                 ? first_order_vjp_lines<T, 2>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse)
+                 : first_order_vjp_by_scan<T, 2>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse);
   }
   // Many columns of one lane, contiguous along the scan ([B, T] scanned along T), take the segment
   // sweep with whole columns as its lanes (one pass, staged by register transposes): the column
