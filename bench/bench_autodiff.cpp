@@ -6,7 +6,8 @@
 // the scan) take their adjoint as a scan on one sequence and [599186, 7], as a sweep a line of
 // lanes at a time on [4096, 1024] and [16384, 256]; the cumulative product as a scan on all but
 // [4096, 1024] (the line sweep), and a sum its reverse sum everywhere.
-// ASCAN_BENCH_T_SCALE=k in the environment multiplies every layout's T (and names it so).
+// ASCAN_BENCH_T_SCALE=k in the environment multiplies every layout's T (and names it so);
+// ASCAN_BENCH_INNER=R adds the layout [2^22 / R, R].
 //
 // Names: "<case>/<layout>/forward", ".../scan_grad", ".../loop_grad" (both grads: forward +
 // backward with a given cotangent). Ratios to report: backward / forward = (scan_grad - forward)
@@ -135,7 +136,12 @@ void loop_grad(benchmark::State& st, Case c) {
 void register_all() {
   const std::pair<const char*, Case> cases[] = {
       {"cumsum", Case::cumsum}, {"cumprod", Case::cumprod}, {"linrec", Case::linrec}, {"discounted", Case::discounted}};
-  const Layout layouts[] = {{kT, kInner}, {1 << 22, 1}, {16384, 256}, {599186, 7}};
+  std::vector<Layout> layouts = {{kT, kInner}, {1 << 22, 1}, {16384, 256}, {599186, 7}};
+  // ASCAN_BENCH_INNER=R adds the layout [2^22 / R, R] (scaled too).
+  if (const char* inner = std::getenv("ASCAN_BENCH_INNER")) {
+    const int64_t r = std::max<int64_t>(1, std::atoll(inner));
+    layouts.push_back({std::max<int64_t>(1, (int64_t{1} << 22) / r), r});
+  }
   // ASCAN_BENCH_T_SCALE=k multiplies T of every layout (the loop on the tape keeps [4096, 1024]):
   // 4 makes the leaves 64 MiB, out of a 32 MiB L3, where the forward no longer runs from cache.
   const char* env = std::getenv("ASCAN_BENCH_T_SCALE");

@@ -362,7 +362,9 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScan) {
 // (summed per lane and block) or a b constant along it, also in rows of 700 lanes (a row's sums
 // held per lane), outputs large enough to be streamed (one sequence, also with a summed decay,
 // whose own rows are never stored; [T, 128]; [T, 2048] in groups of 1024 lanes, streamed row by
-// row); both directions. And a product of decays that
+// row); rows of 16 to 127 lanes (the line sweep a cache line of lanes at a time, with a remainder
+// of lanes, a decay constant along the scan or one value, several columns); both directions.
+// And a product of decays that
 // overflows: with decays of 2 in float32, the scan's product of the later decays is infinite far
 // from the end, and a zero cotangent at the last step must not turn it into NaN (the loss here
 // only sees early steps).
@@ -379,6 +381,8 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScanLong) {
                         Case{{4001, 300}, {4001, 300}, 0}, Case{{streamed / 128 + 1, 128}, {streamed / 128 + 1, 128}, 0},
                         Case{{streamed / 2048 + 1, 2048}, {streamed / 2048 + 1, 2048}, 0},
                         Case{{2001, 700}, {1, 700}, 0}, Case{{1, 700}, {2001, 700}, 0},
+                        Case{{2001, 20}, {2001, 20}, 0}, Case{{1, 33}, {2001, 33}, 0}, Case{{1, 1}, {2001, 64}, 0},
+                        Case{{3, 501, 40}, {3, 501, 40}, 1},
                         Case{{streamed}, {streamed}, 0}, Case{{1}, {streamed}, 0}}) {
     for (bool rev : {false, true}) {
       SCOPED_TRACE(testing::Message() << "a " << ascan::format_shape(c.a) << ", b " << ascan::format_shape(c.b)

@@ -967,10 +967,9 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
 // 6.2/5.8, 256: 7.6/10.0 -> 5.8/6.2, 512: 8.1/7.3 -> 5.6/4.9, 1024: 5.3/5.8 -> 5.0/5.7, 2048:
 // 7.1/8.0 -> 7.0/6.8; on the Intel VM, before those two changes, the sweep won from R = 256 on.
 // The cumulative product takes its adjoint as a scan in few columns of rows narrower than this,
-// and in rows of kMinRunForWideItems lanes to fewer than kMaxRunForWideProductByScan
+// and in rows of kMinRunForWideItems lanes to fewer than kMinRunForProductLines
 // (pointwise_scan_vjp).
 inline constexpr int64_t kMaxRunForProductByScan = 8;
-inline constexpr int64_t kMaxRunForWideProductByScan = 1024;
 
 // The elementwise pass of first_order_vjp_by_scan as an epilogue of its scan (see
 // PointwiseRunner): each block's rows (P_t, h_t), still in cache, become
@@ -1235,26 +1234,46 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
 // arithmetic as the column sweep's (A_{s+1} = a_{s+1}, B_s = y_{s-1}), but each line of gradient
 // is stored as soon as it is computed (streaming stores for large outputs, see stream_line)
 // instead of a row at a time from a scratch row: alternating runs (float32, two threads,
-// forward + backward through the tape, medians of 5) in the comments at the dispatch below.
-// Reads ḡ, a and y_{s-1}; writes the gradients (4 streams for the product, 5 for the recurrence).
+// forward + backward through the tape, medians of 5) in the comments below.
+// The recurrence reads ḡ, a and y_{s-1} and writes ∂a and ∂b (5 streams). The product reads ḡ
+// and x and writes ∂x (3 streams): y_{s-1} is recomputed from x, kProductRecomputeRows steps at a
+// time, forwards from the stored y at the block's start (one row read per block) into a buffer
+// that stays in cache, and the backward sweep then reads that block's x from cache too (the
+// rounding of the recomputed products differs from the scan's by a few ulps).
 // Leaves a and b may be broadcast as in the column sweep (one value over the lanes, or constant
 // along the scan and summed); lanes are cut into items as there (sweep_lanes).
+// Each step prefetches the lines it will read kLineSweepPrefetchRows steps later: an item reads
+// up to 2 KiB of each row, rows a row stride apart going down, which the hardware prefetchers
+// followed poorly (the loads of ḡ took half of the sweep's samples in a profile).
 inline constexpr int64_t kLineSweepMaxLanes = 512;
-// The linear recurrence (loss on y^b) takes first_order_vjp_lines in rows of at least this many
-// lanes, with or without a decay constant along the scan; the cumulative product from
-// kMaxRunForWideProductByScan lanes on (where it took the column sweep). AMD EPYC Zen 5 VM,
-// float32, two threads, forward + backward through the tape, [2^24 / R, R] (64 MiB per leaf),
-// medians of 5, two alternating runs, ms, old path -> line sweep, cumulative product / linear
-// recurrence / discounted return (γ broadcast): R = 128: 13.3 -> 13.2-13.4 / 17.5-17.8 ->
-// 16.3-16.5 / 16.7 -> 11.3; R = 512: 12.9-13.4 -> 11.2-13.1 / 17.0-20.7 -> 15.9-17.1 / 17.8-19.3
-// -> 14.9-15.1; R = 1024: 12.3-13.4 -> 11.5-12.4 / 16.6-19.1 -> 16.0-16.6 / 15.4-18.6 ->
-// 15.0-16.3; R = 2048: 13.7-16.1 -> 12.2-13.0 / 24.9-25.3 -> 17.5-18.9 / 20.5-22.2 -> 18.1-18.3;
-// R = 4096: 14.4-15.0 -> 11.0-13.3 / 28.1-29.1 -> 17.9-20.8 / 21.4-24.5 -> 18.5-22.0. At R = 64
-// the sweep, cut into two items of 32 lanes for two threads, lost (cumulative product 13.5-14.0
-// -> 19.7-20.2, discounted return 18.0-18.2 -> 33.2-33.4); at R = 16 and 32 it won for the
-// recurrence (21.7-23.1 -> 15.6-17.8) but not clearly for the product. The product in rows of
-// 256 lanes tied with its adjoint as a scan (13.2-14.7 against 12.5-14.2) and keeps it.
-inline constexpr int64_t kMinRunForLinrecLines = 128;
+inline constexpr int64_t kProductRecomputeRows = 64;
+inline constexpr int64_t kLineSweepPrefetchRows = 4;
+// The linear recurrence (loss on y^b) takes first_order_vjp_lines in rows of at least
+// kMinRunForLinrecLines lanes, with or without a decay constant along the scan; the cumulative
+// product from kMinRunForProductLines lanes on.
+// AMD EPYC Zen 5 VM, float32, two threads, forward + backward through the tape, medians of 5,
+// alternating runs (ms). With the prefetches and the recomputed products, [2^24 / R, R] (64 MiB
+// per leaf): R = 1024 cumulative product 11.2-11.9 (prefetch, y read) -> 10.1-10.7 (prefetch,
+// recomputed) [12.0-14.3 with neither]; linear recurrence 16.9/19.5 -> 14.4/16.2, discounted
+// return 16.9/17.0 -> 11.5/12.2; R = 256 linear recurrence 16.2/16.9 -> 15.7/17.0, discounted
+// 18.7/19.4 -> 13.1/13.2. Against the adjoint as a scan (scan -> line sweep): R = 16 linear
+// recurrence 22.4/25.9 -> 15.6/17.5 (one item of 16 lanes on one thread), discounted 24.6/30.9
+// -> 20.3/24.2; R = 32 20.6/20.8 -> 16.2/16.2, 21.7/22.0 -> 14.7/15.5; R = 64 18.3/20.5 ->
+// 17.9/18.0, 20.7/22.7 -> 18.2/18.4; in cache ([2^22 / R, R]) R = 16 5.72/6.02 -> 4.39/5.09,
+// 6.76/8.03 -> 4.94/5.94, R = 32 5.76/6.37 -> 4.28/4.49. Cumulative product (by scan or column
+// sweep -> line sweep): R = 128 14.2/15.7 -> 12.8/13.6 (in cache 3.78/4.68 -> 3.67/3.78), R = 256
+// 12.8-14.2 -> 9.7-10.2 (in cache 3.0-3.4 -> 2.1-2.3), R = 512 12.7/14.6 -> 10.5/10.7; it lost
+// at R = 64 (15.9/16.3 -> 19.3/20.5) and R = 16 (12.0/13.2 -> 21.9/26.2).
+// Before the prefetches and the recomputed products (same VM and method, old path -> line
+// sweep, cumulative product / linear recurrence / discounted return): R = 128: 13.3 -> 13.2-13.4
+// / 17.5-17.8 -> 16.3-16.5 / 16.7 -> 11.3; R = 512: 12.9-13.4 -> 11.2-13.1 / 17.0-20.7 ->
+// 15.9-17.1 / 17.8-19.3 -> 14.9-15.1; R = 1024: 12.3-13.4 -> 11.5-12.4 / 16.6-19.1 -> 16.0-16.6 /
+// 15.4-18.6 -> 15.0-16.3; R = 2048: 13.7-16.1 -> 12.2-13.0 / 24.9-25.3 -> 17.5-18.9 / 20.5-22.2
+// -> 18.1-18.3; R = 4096: 14.4-15.0 -> 11.0-13.3 / 28.1-29.1 -> 17.9-20.8 / 21.4-24.5 ->
+// 18.5-22.0; at R = 64 (two items of 32 lanes) the sweep lost then (cumulative product 13.5-14.0
+// -> 19.7-20.2, discounted return 18.0-18.2 -> 33.2-33.4).
+inline constexpr int64_t kMinRunForLinrecLines = 16;
+inline constexpr int64_t kMinRunForProductLines = 128;
 
 template <class T, size_t L>
 std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
@@ -1276,6 +1295,9 @@ std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan&
   ascan::detail::parallel_for(plan.num_columns * chunks, 1, [&](int64_t ib, int64_t ie) {
     alignas(64) T g[kLineSweepMaxLanes];
     alignas(64) Acc sums[L][kLineSweepMaxLanes];
+    Tensor<T> yb_rows;
+    if constexpr (kProduct) yb_rows = Tensor<T>::empty({kProductRecomputeRows, lanes});
+    T* const yb = kProduct ? yb_rows.data() : nullptr;
     std::array<int64_t, L> leaf_off{};
     for (int64_t item = ib; item < ie; ++item) {
       const int64_t c = item / chunks, i0 = (item % chunks) * lanes, w = std::min(lanes, run - i0);
@@ -1315,16 +1337,53 @@ std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan&
         if (dp[l]) dp[l][r + j] = v;
         else if (summed[l]) sums[l][j] += Acc(v);
       };
+      // The product's y_{s-1} for steps [s0, s1), recomputed into rows [0, s1 - s0) of yb.
+      const auto recompute_block = [&](int64_t s0, int64_t s1) {
+        if (s0 > 0) std::copy_n(yp + at(s0 - 1) * step, w, yb);
+        for (int64_t k = 1; k < s1 - s0; ++k) {
+          const T* const xr = ap + at(s0 + k - 1) * a_stride;  // x_{s0+k-1}
+          T* const out = yb + k * lanes;
+          const T* const prev = yb + (k - 1) * lanes;
+          if (s0 + k == 1) {  // y_0 = x_0
+            for (int64_t j = 0; j < w; ++j) out[j] = a_lanes ? xr[j] : *xr;
+            continue;
+          }
+          Line xv{};
+          if (!a_lanes) xv = Line{} + *xr;
+          const int64_t ahead = s0 + k - 1 + kLineSweepPrefetchRows;
+          const T* const xpf = a_lanes && ahead < T_len ? ap + at(ahead) * a_stride : nullptr;
+          for (int64_t j = 0; j < wv; j += V) {
+            Line pv;
+            if (xpf) __builtin_prefetch(xpf + j);
+            ascan::detail::load_line(pv, prev + j);
+            if (a_lanes) ascan::detail::load_line(xv, xr + j);
+            ascan::detail::store_line(out + j, pv * xv);
+          }
+          for (int64_t j = wv; j < w; ++j) out[j] = prev[j] * (a_lanes ? xr[j] : *xr);
+        }
+      };
+      int64_t s0 = T_len;
       for (int64_t s = T_len - 1; s >= 0; --s) {
+        if (kProduct && s < s0) {
+          s0 = std::max<int64_t>(0, s + 1 - kProductRecomputeRows);
+          recompute_block(s0, s + 1);
+        }
         const int64_t r = at(s) * step;
         const T* const gr = gp + r;
         // a_{s+1} (none at the last step: g = ḡ there) and y_{s-1} (none at the first).
         const T* const an = s + 1 < T_len ? ap + at(s + 1) * a_stride : nullptr;
-        const T* const yr = s > 0 ? yp + at(s - 1) * step : nullptr;
+        const T* const yr = s == 0 ? nullptr : kProduct ? yb + (s - s0) * lanes : yp + at(s - 1) * step;
         Line av{};
         if (an && !a_lanes) av = Line{} + *an;
+        const int64_t sp = s - kLineSweepPrefetchRows;
+        const T* const gpf = sp >= 0 ? gp + at(sp) * step : nullptr;
+        const T* const ypf = gpf && !kProduct && sp >= 1 ? yp + at(sp - 1) * step : nullptr;
+        const T* const apf = gpf && !kProduct && a_lanes ? ap + at(sp + 1) * a_stride : nullptr;
         for (int64_t j = 0; j < wv; j += V) {
           Line gv, hv, yv;
+          if (gpf) __builtin_prefetch(gpf + j);
+          if (ypf) __builtin_prefetch(ypf + j);
+          if (apf) __builtin_prefetch(apf + j);
           ascan::detail::load_line(gv, gr + j);
           if (an) {
             ascan::detail::load_line(hv, g + j);
@@ -1363,11 +1422,12 @@ std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan&
 //   gradients to return (the others are default tensors).
 // The linear recurrence with an upstream gradient on y^b alone takes first_order_vjp_lines in
 // rows of kMinRunForLinrecLines lanes or more, first_order_vjp_by_scan in narrower ones; the
-// cumulative product takes first_order_vjp_lines in rows of kMaxRunForWideProductByScan lanes
-// or more, first_order_vjp_by_scan in few columns of rows narrower than kMaxRunForProductByScan
-// lanes and in rows of kMinRunForWideItems to kMaxRunForWideProductByScan - 1 lanes. Otherwise rows of 3 or more lanes and many columns of
-// two lanes (or strided ones) take the one-pass column sweep; one long sequence, few long narrow
-// columns and many contiguous one-lane columns the segment sweep. The choice depends on the
+// cumulative product takes first_order_vjp_lines in rows of kMinRunForProductLines lanes or
+// more, first_order_vjp_by_scan in few columns of rows narrower than kMaxRunForProductByScan
+// lanes and in rows of kMinRunForWideItems to kMinRunForProductLines - 1 lanes. Otherwise rows
+// of 3 or more lanes and many columns of two lanes (or strided ones) take the one-pass column
+// sweep; one long sequence, few long narrow columns and many contiguous one-lane columns the
+// segment sweep. The choice depends on the
 // shape only, so gradients do not depend on the thread count.
 template <class Elem, size_t L, class T, class F>
 std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::PointwisePlan& plan,
@@ -1413,8 +1473,9 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
     // tape, three processes' medians of 21, [2^22 / R, R]: R = 3: 7.7-12.0 -> 5.4-5.6 ms, 5:
     // 4.7-8.6 -> 3.9-4.8, 7: 3.9-4.3 -> 3.6-4.2; R = 8: 4.4-5.1 against 6.5-7.4, 16: 3.7-4.7
     // against 5.3-6.5.
-    // Rows of kMinRunForWideItems to 1023 lanes as well: the sweep walks rows under 512 lanes as
-    // items narrower than its widest, rows of under 2 KiB per stream, at part of streaming speed.
+    // Rows of kMinRunForWideItems to kMinRunForProductLines - 1 lanes as well (first measured
+    // for rows of up to 1023 lanes): the column sweep walks rows under 512 lanes as items
+    // narrower than its widest, rows of under 2 KiB per stream, at part of streaming speed.
     // AMD EPYC VM, float32 [2^22 / R, R], backward through the tape, three processes' medians of
     // 15 (sweep -> by scan): R = 64: 17.1-19.3 -> 7.7-9.2 ms, 128: 11.3-14.8 -> 7.7-10.0, 256:
     // 8.8-12.0 -> 7.1-10.4 (in reverse 10.4-14.0 -> 7.5-8.8); R = 32: 6.4-9.7 against 8.3-9.4,
@@ -1425,9 +1486,9 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
     // 4.4/4.3 against 5.4/5.1, 2048: 4.9/4.5 against 7.4/6.8. (On an AMD EPYC Zen 5 VM with
     // AVX-512 and 2 MiB of L2, [4096, 1024] forward + backward ran faster by scan, 2.2-2.4
     // against 3.1 ms in three alternating runs: the best limit depends on the machine.)
-    if (gbar[0].storage_id() && plan.run >= kMaxRunForWideProductByScan)
+    if (gbar[0].storage_id() && plan.run >= kMinRunForProductLines)
       return first_order_vjp_lines<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
-    const bool wide_by_scan = plan.run >= kMinRunForWideItems && plan.run < kMaxRunForWideProductByScan;
+    const bool wide_by_scan = plan.run >= kMinRunForWideItems && plan.run < kMinRunForProductLines;
     if (gbar[0].storage_id() && ((plan.run < kMaxRunForProductByScan && few_lanes) || wide_by_scan))
       return first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
   }
