@@ -5,7 +5,9 @@
 // The loss is on y^b alone, so the linear recurrence and the discounted return (γ constant along
 // the scan) take their adjoint as a scan on one sequence and [599186, 7], as a sweep a line of
 // lanes at a time on [4096, 1024] and [16384, 256]; the cumulative product as a scan on all but
-// [4096, 1024] (the line sweep), and a sum its reverse sum everywhere.
+// [4096, 1024] (the line sweep), and a sum its reverse sum everywhere. The running log-sum-exp
+// (ascan::logaddexp, no loop on the tape) takes the generic adjoint: the column sweep with
+// Jacobians on dual numbers where there are rows, the segment sweep on one sequence.
 // ASCAN_BENCH_T_SCALE=k in the environment multiplies every layout's T (and names it so);
 // ASCAN_BENCH_INNER=R adds the layout [2^22 / R, R].
 //
@@ -31,7 +33,7 @@ using VF = ad::Var<float>;
 
 constexpr int64_t kT = 4096, kInner = 1024;  // the layout of the loop comparison
 
-enum class Case { cumsum, cumprod, linrec, discounted };
+enum class Case { cumsum, cumprod, linrec, discounted, logcumsumexp };
 
 struct Layout {
   int64_t T, inner;
@@ -68,6 +70,7 @@ void forward(benchmark::State& st, Case c, Layout l) {
     switch (c) {
       case Case::cumsum: ascan::associative_scan(ascan::add, d.b, 0, {}, y); break;
       case Case::cumprod: ascan::associative_scan(ascan::mul, d.x, 0, {}, y); break;
+      case Case::logcumsumexp: ascan::associative_scan(ascan::logaddexp, d.b, 0, {}, y); break;
       case Case::linrec: ascan::associative_scan(ascan::linear_recurrence, std::tuple{d.a, d.b}, 0, {}, std::tie(ya, y)); break;
       case Case::discounted:
         ascan::associative_scan(ascan::linear_recurrence, std::tuple{d.gamma, d.b}, 0, {.reverse = true}, std::tie(ya, y));
@@ -88,6 +91,8 @@ void scan_grad(benchmark::State& st, Case c, Layout l) {
       y = ad::associative_scan(ascan::add, b, 0);
     } else if (c == Case::cumprod) {
       y = ad::associative_scan(ascan::mul, b, 0);
+    } else if (c == Case::logcumsumexp) {
+      y = ad::associative_scan(ascan::logaddexp, b, 0);
     } else {
       y = std::get<1>(ad::associative_scan(ascan::linear_recurrence, std::tuple{a, b}, 0,
                                            {.reverse = c == Case::discounted}));
@@ -135,7 +140,8 @@ void loop_grad(benchmark::State& st, Case c) {
 
 void register_all() {
   const std::pair<const char*, Case> cases[] = {
-      {"cumsum", Case::cumsum}, {"cumprod", Case::cumprod}, {"linrec", Case::linrec}, {"discounted", Case::discounted}};
+      {"cumsum", Case::cumsum},         {"cumprod", Case::cumprod}, {"linrec", Case::linrec},
+      {"discounted", Case::discounted}, {"logcumsumexp", Case::logcumsumexp}};
   std::vector<Layout> layouts = {{kT, kInner}, {1 << 22, 1}, {16384, 256}, {599186, 7}};
   // ASCAN_BENCH_INNER=R adds the layout [2^22 / R, R] (scaled too).
   if (const char* inner = std::getenv("ASCAN_BENCH_INNER")) {
@@ -155,7 +161,7 @@ void register_all() {
       n += "/";
       benchmark::RegisterBenchmark((n + "forward").c_str(), forward, c, layout)->Unit(benchmark::kMillisecond)->UseRealTime();
       benchmark::RegisterBenchmark((n + "scan_grad").c_str(), scan_grad, c, layout)->Unit(benchmark::kMillisecond)->UseRealTime();
-      if (layout.inner == kInner && layout.T == kT)
+      if (layout.inner == kInner && layout.T == kT && c != Case::logcumsumexp)
         benchmark::RegisterBenchmark((n + "loop_grad").c_str(), loop_grad, c)
             ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
     }

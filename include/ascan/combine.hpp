@@ -8,8 +8,10 @@
 
 #include <cmath>
 #include <tuple>
+#include <type_traits>
 
 #include "ascan/config.hpp"
+#include "ascan/detail/log1p_exp.hpp"
 
 namespace ascan {
 
@@ -35,14 +37,21 @@ struct Min {
 };
 
 // log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)); equal infinities (and NaNs)
-// propagate as a + b does.
+// propagate as a + b does. On the host, float and double evaluate log1p(exp(d)) without libm
+// calls (detail/log1p_exp.hpp, within 4 ulps), so that the scan loops vectorise.
 struct LogAddExp {
   template <class A>
-  ASCAN_HD A operator()(const A& a, const A& b) const {
-    using std::exp;
-    using std::log1p;
+  ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const {
     const bool a_larger = a > b;
     const A d = a_larger ? b - a : a - b;  // <= 0 unless NaN
+#ifndef __CUDA_ARCH__
+    if constexpr (std::is_same_v<A, float> || std::is_same_v<A, double>) {
+      const A r = (a_larger ? a : b) + detail::log1p_exp_nonpositive(d);
+      return d != d ? a + b : r;
+    }
+#endif
+    using std::exp;
+    using std::log1p;
     if (d != d) return a + b;
     return (a_larger ? a : b) + log1p(exp(d));
   }

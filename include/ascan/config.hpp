@@ -1,4 +1,4 @@
-// config.hpp — build-wide macros: the host/device annotation and the restrict qualifier.
+// config.hpp — build-wide macros: the host/device annotation, the restrict qualifier, inlining.
 #pragma once
 
 // ASCAN_HD marks functions that must compile for the host and for CUDA device code (combine
@@ -17,4 +17,12 @@
 #define ASCAN_RESTRICT
 #define ASCAN_ALWAYS_INLINE inline
 #define ASCAN_INLINE_LAMBDA
+#endif
+
+// Forces inlining of a member function in host code (the scan loops vectorise only over what
+// they inline); nothing under nvcc.
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#define ASCAN_HOST_INLINE __attribute__((always_inline))
+#else
+#define ASCAN_HOST_INLINE
 #endif
