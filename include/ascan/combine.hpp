@@ -38,7 +38,7 @@ struct Min {
 
 // log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)); equal infinities (and NaNs)
 // propagate as a + b does. On the host, float and double evaluate log1p(exp(d)) without libm
-// calls (detail/log1p_exp.hpp, within 4 ulps), so that the scan loops vectorise.
+// calls (detail/log1p_exp.hpp, within 3 ulps), so that the scan loops vectorise.
 struct LogAddExp {
   template <class A>
   ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const {
