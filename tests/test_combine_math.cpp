@@ -1,7 +1,8 @@
 // The arithmetic behind the builtin logaddexp on the host: log1p(exp(d)) for d <= 0 without libm
 // calls, against long double std::log1pl(std::expl(d)) in ulps of the result (random d over the
 // whole range, small |d| where log1p(e) is near ln 2, large |d| where it is near e, and the
-// edges of the range), and the combine's special values against the formula on libm.
+// edges of the range), and the combine: its special values (infinities, NaNs) and random pairs
+// against the long double formula, commutative bit for bit.
 #include <gtest/gtest.h>
 
 #include <ascan/combine.hpp>

@@ -1427,8 +1427,8 @@ std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan&
 // lanes and in rows of kMinRunForWideItems to kMinRunForProductLines - 1 lanes. Otherwise rows
 // of 3 or more lanes and many columns of two lanes (or strided ones) take the one-pass column
 // sweep; one long sequence, few long narrow columns and many contiguous one-lane columns the
-// segment sweep. The choice depends on the
-// shape only, so gradients do not depend on the thread count.
+// segment sweep. The choice depends on the shape only, so gradients do not depend on the thread
+// count.
 template <class Elem, size_t L, class T, class F>
 std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::PointwisePlan& plan,
                                           const std::vector<Tensor<T>>& xs, const std::vector<Tensor<T>>& ys,

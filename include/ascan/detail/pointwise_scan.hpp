@@ -173,8 +173,8 @@ template <class T> inline constexpr bool vector_combine<LinearRecurrence, std::t
 // Builtin combines of many operations per element whose element loop vectorises (logaddexp:
 // about 50, detail/log1p_exp.hpp): one sequence is scanned as vector lanes through local arrays
 // (scan_sequences_blocked) rather than in 8 scalar chains, which suit combines of a few
-// operations. Float32 [2^22] logaddexp forward, 2 threads: 25.6 ms in chains (the combine not
-// yet forced inline), 12.1-13.7 as lanes (latency-bound: one vector of 8 segments per chain).
+// operations. Float32 [2^22] logaddexp forward, 2 threads, alternating runs: 21.6-21.7 ms in
+// chains, 13.7-14.7 as lanes (latency-bound still: one vector of 8 segments per chain).
 template <class F> inline constexpr bool wide_combine = std::is_same_v<F, LogAddExp>;
 
 // W lanes of T as one GCC vector, and the same for unaligned, aliasing access.
