@@ -1,5 +1,5 @@
-// The arithmetic behind the builtin logaddexp on the host: log1p(exp(d)) for d <= 0 without libm
-// calls, against long double std::log1pl(std::expl(d)) in ulps of the result (random d over the
+// The arithmetic behind the builtin logaddexp on the host: log1p(exp(d)) and exp(d) for d <= 0
+// without libm calls, against long double std::log1pl(std::expl(d)) in ulps of the result (random d over the
 // whole range, small |d| where log1p(e) is near ln 2, large |d| where it is near e, and the
 // edges of the range), and the combine: its special values (infinities, NaNs) and random pairs
 // against the long double formula, commutative bit for bit.
@@ -20,19 +20,26 @@ double ulps_from(T got, long double want) {
   return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / ulp);
 }
 
-template <class T>
-void check_log1p_exp(double lo, uint64_t seed) {
+// Worst ulps of fn(d) against want(d) (long double) over 2M random d in [lo, 0].
+template <class T, class Fn, class Want>
+void check_nonpositive(const Fn& fn, const Want& want_of, double lo, uint64_t seed, double bound) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> uniform(lo, 0.0);
   double worst = 0, worst_d = 0;
   for (int i = 0; i < 2000000; ++i) {
     const T d = static_cast<T>(uniform(gen));
-    const long double want = std::log1p(std::exp(static_cast<long double>(d)));
+    const long double want = want_of(static_cast<long double>(d));
     if (want < std::numeric_limits<T>::min()) continue;  // a subnormal result: flushed by the scans
-    const double u = ulps_from(ascan::detail::log1p_exp_nonpositive(d), want);
+    const double u = ulps_from(fn(d), want);
     if (u > worst) worst = u, worst_d = d;
   }
-  EXPECT_LE(worst, 3.0) << "at d = " << worst_d << " on [" << lo << ", 0]";
+  EXPECT_LE(worst, bound) << "at d = " << worst_d << " on [" << lo << ", 0]";
+}
+
+template <class T>
+void check_log1p_exp(double lo, uint64_t seed) {
+  check_nonpositive<T>([](T d) { return ascan::detail::log1p_exp_nonpositive(d); },
+                       [](long double d) { return std::log1p(std::exp(d)); }, lo, seed, 3.0);
 }
 
 TEST(CombineMath, Log1pExpFloatWithinThreeUlps) {
@@ -47,6 +54,27 @@ TEST(CombineMath, Log1pExpDoubleWithinThreeUlps) {
   check_log1p_exp<double>(-1.0, 6);
   check_log1p_exp<double>(-40.0, 7);
   check_log1p_exp<double>(-708.4, 8);
+}
+
+// The exponential alone (logaddexp's adjoint): within 2 ulps over the range, exact at 0, zero
+// below the smallest normal result and at -inf, NaN for NaN.
+template <class T>
+void check_exp(double lo, uint64_t seed) {
+  check_nonpositive<T>([](T d) { return ascan::detail::exp_nonpositive(d); }, [](long double d) { return std::exp(d); },
+                       lo, seed, 2.0);
+}
+
+TEST(CombineMath, ExpNonpositive) {
+  for (double lo : {-1e-3, -1.0, -20.0, -87.4}) check_exp<float>(lo, 9);
+  for (double lo : {-1e-3, -1.0, -40.0, -708.4}) check_exp<double>(lo, 10);
+  using ascan::detail::exp_nonpositive;
+  EXPECT_EQ(exp_nonpositive(0.0f), 1.0f);
+  EXPECT_EQ(exp_nonpositive(-0.0), 1.0);
+  EXPECT_EQ(exp_nonpositive(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(exp_nonpositive(-std::numeric_limits<double>::max()), 0.0);
+  EXPECT_EQ(exp_nonpositive(-100.0f), 0.0f);  // exp(-100) is subnormal in float
+  EXPECT_TRUE(std::isnan(exp_nonpositive(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_TRUE(std::isnan(exp_nonpositive(std::numeric_limits<double>::quiet_NaN())));
 }
 
 template <class T>

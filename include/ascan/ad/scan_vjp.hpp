@@ -12,7 +12,8 @@
 // Jacobians are closed forms skip the duals: a sum's adjoint is the reverse sum of ḡ, the linear
 // recurrence's (and the cumulative product's) a linear recurrence in the other direction, taken
 // as a scan (first_order_vjp_by_scan) or, in wide rows, as a sweep a cache line of lanes at a
-// time (first_order_vjp_lines).
+// time (first_order_vjp_lines); logaddexp's Jacobians are evaluated in closed form in one pass
+// and its adjoint taken by the same scan (logaddexp_vjp).
 #pragma once
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "ascan/detail/block_transpose.hpp"
+#include "ascan/detail/log1p_exp.hpp"
 #include "ascan/detail/pointwise_scan.hpp"
 #include "ascan/detail/scan_plan.hpp"
 #include "ascan/detail/tree.hpp"
@@ -986,12 +988,13 @@ struct FirstOrderEpilogue {
   static constexpr int64_t kPattern = 256;  // elements of ḡ_{T-1} repeated for packed narrow rows
 
   const T* gbar;      // ḡ and y^b (the product's y) in the output's layout, whole tensors
-  const T* y;
+  const T* y;         // (logaddexp: B, the Jacobians ∂y_t/∂x_t, with y_lag 0)
   int64_t shift;      // the adjoint scan's outputs start `shift` rows into the whole tensors
   int64_t ts;         // the output's row stride
   int64_t adj_len;    // steps of the adjoint scan (T - 1)
   bool adj_reverse;   // its direction
   int64_t last, first, dir;     // the forward scan's last and first step indices, its direction
+  int64_t y_lag = 1;  // ∂a_t = g_t y[t - y_lag] (in scan order)
   std::array<bool, 2> keep{};   // ∂a (over P), ∂b (over h) stored
   std::array<bool, 2> sum{};    // summed into `sums`
   bool want_a = false, want_b = false;
@@ -1018,7 +1021,7 @@ struct FirstOrderEpilogue {
       for (int64_t j = 0; j < w; ++j) G[j] = adjoint(hc[j], pc[j], g_last[j]);
       gl = G;
     }
-    const T* yp = y + o - dir * ts;               // y_{t-1} of the lowest row (not read at step `first`)
+    const T* yp = y + o - y_lag * dir * ts;       // y_{t-1} of the lowest row (not read at step `first`)
     const bool summing = sum[0] || sum[1];
     // Sums per position of a period of whole rows (vector lanes), folded into the w lanes at the
     // end: 16 positions for one lane, 16 rows of narrow packed rows, one row otherwise.
@@ -1110,11 +1113,14 @@ struct FirstOrderEpilogue {
 };
 
 // L == 2: the linear recurrence (xs = {a, b}, the loss on ys[1]); L == 1: the cumulative product
-// (xs = {x}).
+// (xs = {x}), or with `jac` = {A, B} (tensors of the output's shape) the scan whose Jacobians are
+// A_t = ∂y_t/∂y_{t-1} and B_t = ∂y_t/∂x_t (logaddexp): g_t = ḡ_t + A_{t+1} g_{t+1},
+// ∂x_t = B_t g_t (t >= 1), ∂x_0 = g_0.
 template <class T, size_t L>
 std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
                                                const std::vector<Tensor<T>>& ys, const Tensor<T>& gbar,
-                                               const std::array<bool, L>& need, bool reverse) {
+                                               const std::array<bool, L>& need, bool reverse,
+                                               const std::array<Tensor<T>, 2>* jac = nullptr) {
   static_assert(L == 1 || L == 2);
   constexpr bool kProduct = L == 1;
   using Outs = GradOutputs<T, L>;
@@ -1134,7 +1140,11 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
   };
   Tensor<T> ga = buffer(0), gb = buffer(1);
   const int64_t last = reverse ? 0 : T_len - 1, first = reverse ? T_len - 1 : 0, dir = reverse ? -1 : 1;
-  Epilogue epi{gbar.data(), ys[L - 1].data(), reverse ? 1 : 0, ts, T_len - 1, !reverse, last, first, dir};
+  // The decay a_t and the factor of ∂a_t, y[t - lag]: the product's x and y_{t-1}, or A_t and B_t.
+  const Tensor<T>& decay = jac ? (*jac)[0] : xs[0];
+  const T* const y_prev = jac ? (*jac)[1].data() : ys[L - 1].data();
+  const int64_t lag = jac ? 0 : 1;
+  Epilogue epi{gbar.data(), y_prev, reverse ? 1 : 0, ts, T_len - 1, !reverse, last, first, dir, lag};
   for (size_t leaf = 0; leaf < 2; ++leaf) {
     epi.keep[leaf] = mode(leaf) == Outs::Mode::direct;
     epi.sum[leaf] = mode(leaf) == Outs::Mode::summed;
@@ -1161,7 +1171,7 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
           const_cast<T*>(t.data()) + offset, t.numel() - offset);
       return v;
     };
-    const Flat in{view(xs[0], a_shift * plan.leaves[0].t_stride, xs[0].shape()), view(gbar, epi.shift * ts, adj.out_shape)};
+    const Flat in{view(decay, a_shift * plan.leaves[0].t_stride, decay.shape()), view(gbar, epi.shift * ts, adj.out_shape)};
     const Flat out{view(ga, epi.shift * ts, adj.out_shape), view(gb, epi.shift * ts, adj.out_shape)};
     const ascan::LinearRecurrence f{};
     ascan::detail::PointwiseRunner<Flat, ascan::LinearRecurrence, Epilogue> runner(f, in, out, adj, !reverse, epi);
@@ -1178,10 +1188,9 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
   }
   // The forward's last step, which the adjoint scan leaves out: g = ḡ_{T-1}.
   const T* g_bar = gbar.data();
-  const T* y_prev = ys[L - 1].data();
   const auto last_step = [&](int64_t e, T& g, T& da) {  // e: an output offset at step `last`
     g = g_bar[e];
-    da = T_len == 1 ? (kProduct ? g : T(0)) : g * y_prev[e - dir * ts];
+    da = T_len == 1 ? (kProduct ? g : T(0)) : g * y_prev[e - lag * dir * ts];
   };
   const int64_t R = plan.run;
   ascan::detail::parallel_for(plan.num_columns, std::max<int64_t>(1, 4096 / R), [&](int64_t c0, int64_t c1) {
@@ -1416,6 +1425,59 @@ std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan&
   return outs.finish(xs);
 }
 
+// The logaddexp combine's Jacobians at (left, right) = (y_{t-1}, x_t), as its evaluation on dual
+// numbers gives them, with the exponential of detail/log1p_exp.hpp: with d = min - max <= 0 and
+// e = exp(d), ∂/∂max = 1 - e / (1 + e) and ∂/∂min = e / (1 + e) (on a tie the left operand is the
+// min); where d is NaN (equal infinities, a NaN) the combine returns left + right, whose
+// Jacobians are 1 and 1.
+template <class T>
+ASCAN_ALWAYS_INLINE void logaddexp_partials(T left, T right, T& A, T& B) {
+  const bool left_larger = left > right;
+  const T d = left_larger ? right - left : left - right;
+  const T e = ascan::detail::exp_nonpositive(d);
+  const T s = e / (T(1) + e);
+  const bool nan = d != d;
+  A = nan ? T(1) : left_larger ? T(1) - s : s;
+  B = nan ? T(1) : left_larger ? s : T(1) - s;
+}
+
+// A_t = ∂y_t/∂y_{t-1} and B_t = ∂y_t/∂x_t of a logaddexp scan at every step but the first, into
+// A and B in the output's layout (x, y, A and B are contiguous [outer, T, inner]); the first
+// step's entries are not written. Chunks of kChunk elements along a run of steps, in parallel.
+template <class T>
+void logaddexp_jacobians(const ascan::detail::PointwisePlan& plan, const T* x, const T* y, T* A, T* B,
+                         bool reverse) {
+  const int64_t T_len = plan.length, ts = plan.out_t_stride;
+  const int64_t slab = T_len * ts, outer = plan.numel() / slab;
+  const int64_t n = (T_len - 1) * ts;        // elements with a predecessor, per slab
+  const int64_t begin = reverse ? 0 : ts;    // the first of them in a slab
+  const int64_t prev = reverse ? ts : -ts;   // y_{t-1} relative to y_t
+  constexpr int64_t kChunk = 16384;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  ascan::detail::parallel_for(outer * chunks, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t k = i % chunks, e0 = i / chunks * slab + begin + k * kChunk, m = std::min(kChunk, n - k * kChunk);
+      const T* __restrict xp = x + e0;
+      const T* __restrict yp = y + e0 + prev;
+      T* __restrict ap = A + e0;
+      T* __restrict bp = B + e0;
+      for (int64_t e = 0; e < m; ++e) logaddexp_partials(yp[e], xp[e], ap[e], bp[e]);
+    }
+  });
+}
+
+// The adjoint of a float or double logaddexp scan with an upstream gradient: its Jacobians in
+// closed form (logaddexp_partials, one exponential per element) into two tensors of the output's
+// shape, then the adjoint recurrence as a scan (first_order_vjp_by_scan). On dual numbers the
+// column and segment sweeps called libm's exp and log1p per element.
+template <class T>
+std::vector<Tensor<T>> logaddexp_vjp(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
+                                     const std::vector<Tensor<T>>& ys, const Tensor<T>& gbar, bool reverse) {
+  std::array<Tensor<T>, 2> jac{Tensor<T>::empty(plan.out_shape), Tensor<T>::empty(plan.out_shape)};
+  logaddexp_jacobians(plan, xs[0].data(), ys[0].data(), jac[0].data(), jac[1].data(), reverse);
+  return first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar, {true}, reverse, &jac);
+}
+
 // Gradients of a pointwise scan with respect to its inputs, in each leaf's own shape.
 //   plan: the scan's plan (output shape, axis, broadcast layout of xs); xs: the leaves as given;
 //   ys: outputs; gbar: upstream gradients (a default-constructed tensor for zero); need: which
@@ -1424,7 +1486,8 @@ std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan&
 // rows of kMinRunForLinrecLines lanes or more, first_order_vjp_by_scan in narrower ones; the
 // cumulative product takes first_order_vjp_lines in rows of kMinRunForProductLines lanes or
 // more, first_order_vjp_by_scan in few columns of rows narrower than kMaxRunForProductByScan
-// lanes and in rows of kMinRunForWideItems to kMinRunForProductLines - 1 lanes. Otherwise rows
+// lanes and in rows of kMinRunForWideItems to kMinRunForProductLines - 1 lanes; logaddexp
+// (float, double, with an upstream gradient) takes logaddexp_vjp on every layout. Otherwise rows
 // of 3 or more lanes and many columns of two lanes (or strided ones) take the one-pass column
 // sweep; one long sequence, few long narrow columns and many contiguous one-lane columns the
 // segment sweep. The choice depends on the shape only, so gradients do not depend on the thread
@@ -1491,6 +1554,11 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
     const bool wide_by_scan = plan.run >= kMinRunForWideItems && plan.run < kMinRunForProductLines;
     if (gbar[0].storage_id() && ((plan.run < kMaxRunForProductByScan && few_lanes) || wide_by_scan))
       return first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
+  }
+  if constexpr (L == 1 && std::is_same_v<F, ascan::LogAddExp> &&
+                (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+    if (!need[0]) return dx;
+    if (gbar[0].storage_id()) return logaddexp_vjp<T>(plan, xs, ys, gbar[0], reverse);
   }
   if (plan.run >= kMinRunForColumns || (!few_lanes && !lanes_across_columns))
     return pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);

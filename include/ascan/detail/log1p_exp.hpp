@@ -1,6 +1,7 @@
-// log1p_exp.hpp — log1p(exp(d)) for d <= 0 in float and double without calls into libm, written
-// as straight-line arithmetic and selects so that a loop over it vectorises (logaddexp's scans
-// run this once per combine; the libm calls were 10-20 ns per element and kept the loop scalar).
+// log1p_exp.hpp — log1p(exp(d)) and exp(d) for d <= 0 in float and double without calls into
+// libm, written as straight-line arithmetic and selects so that a loop over them vectorises
+// (logaddexp's scans run log1p_exp once per combine and its adjoint exp once per element; the libm
+// calls were 10-20 ns per element and kept the loops scalar).
 //
 // exp(d) = 2^n e^r with n = round(d / ln 2), r = d - n ln 2 in two parts (|r| <= ln 2 / 2), e^r
 // by its Taylor polynomial (degree 7 in float, 13 in double: truncation below 1e-8 and 1e-17
@@ -60,13 +61,12 @@ struct Log1pExpSeries {
   }
 };
 
+// exp(d) for d <= 0 (d = -inf included): 0 below the smallest normal result; NaN for a NaN d.
 template <class T>
-ASCAN_ALWAYS_INLINE T log1p_exp_nonpositive(T d) {
+ASCAN_ALWAYS_INLINE T exp_nonpositive(T d) {
   using C = Log1pExpConsts<T>;
   using Int = typename C::Int;
-  constexpr int kN = C::kExpTerms > C::kLogTerms ? C::kExpTerms : C::kLogTerms;
-  constexpr Log1pExpSeries<T, kN> series{};
-  // e = exp(d) = 2^n e^r
+  constexpr Log1pExpSeries<T, C::kExpTerms> series{};
   const T dc = d < C::kMinArg ? C::kMinArg : d;
   const T shifted = dc * C::kLog2e + C::kRound;
   const T n = shifted - C::kRound;
@@ -81,7 +81,14 @@ ASCAN_ALWAYS_INLINE T log1p_exp_nonpositive(T d) {
   const Int scale_bits = (n_int + C::kBias) << C::kMantissaBits;
   T scale;
   std::memcpy(&scale, &scale_bits, sizeof scale);
-  const T e = d < C::kMinArg ? T(0) : p * scale;
+  return d < C::kMinArg ? T(0) : p * scale;
+}
+
+template <class T>
+ASCAN_ALWAYS_INLINE T log1p_exp_nonpositive(T d) {
+  using C = Log1pExpConsts<T>;
+  constexpr Log1pExpSeries<T, C::kLogTerms> series{};
+  const T e = exp_nonpositive(d);
   // log1p(e) = k ln 2 + log(1 + f) + c with 1 + f = m, f exact; log(1 + f) = 2s + sR as
   // f - (f²/2 - s (f²/2 + R)), f itself carrying the bulk, as fdlibm writes it.
   const T u = T(1) + e;

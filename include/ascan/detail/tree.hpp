@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "ascan/config.hpp"
 #include "ascan/tensor.hpp"
 
 namespace ascan::detail {
