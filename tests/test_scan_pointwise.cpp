@@ -188,6 +188,20 @@ void check_logaddexp(const Shape& shape, int64_t dim, bool reverse, uint64_t see
 TEST(ScanPointwise, LogAddExpFloat32WithMinusInf) { for_each_case(check_logaddexp<float>); }
 TEST(ScanPointwise, LogAddExpFloat64WithMinusInf) { for_each_case(check_logaddexp<double>); }
 
+// A wide combine's own paths: one long sequence in 32 segments (4 vectors of 8 float or 4 double
+// chains) per block, blocks chained across threads; rows of 2..15 lanes in 8 segments per block,
+// gathered into one row of 8 w chains; rows of 3 lanes along a middle dim.
+TEST(ScanPointwise, LogAddExpLongSequencesAndNarrowRows) {
+  const int64_t T = ref::large(1 << 20) + 3;
+  for (bool reverse : {false, true}) {
+    check_logaddexp<float>({T}, 0, reverse, 7);
+    check_logaddexp<double>({T / 4}, 0, reverse, 8);
+    for (int64_t w = 2; w < 16; ++w) check_logaddexp<float>({ref::large(40000) / w + 5, w}, 0, reverse, 9 + w);
+    check_logaddexp<double>({ref::large(40000) / 7, 7}, 0, reverse, 30);
+    check_logaddexp<float>({2, 3001, 3}, 1, reverse, 31);
+  }
+}
+
 TEST(ScanPointwise, LogAddExpAllMinusInfStaysMinusInf) {
   const auto x = Tensor<float>::full({40}, -INFINITY);
   EXPECT_EQ(ascan::associative_scan(ascan::logaddexp, x, 0), x);

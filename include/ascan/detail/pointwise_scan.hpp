@@ -176,6 +176,9 @@ template <class T> inline constexpr bool vector_combine<LinearRecurrence, std::t
 // operations. Float32 [2^22] logaddexp forward, 2 threads, alternating runs: 21.6-21.7 ms in
 // chains, 13.7-14.7 as lanes (latency-bound still: one vector of 8 segments per chain).
 template <class F> inline constexpr bool wide_combine = std::is_same_v<F, LogAddExp>;
+// Vectors of segments a wide combine's blocked scan of one sequence runs as independent chains.
+inline constexpr int kWideSegmentGroups = 4;
+inline constexpr int kWideNarrowSegments = 8;
 
 // W lanes of T as one GCC vector, and the same for unaligned, aliasing access.
 template <class T, int W> struct Lanes {
@@ -630,14 +633,23 @@ class PointwiseRunner {
     if (stream && reverse_ && lanes_path(g.w) && !cached) touch_inputs(g, s0, s1);
     int num_segments = 1;
     int64_t seg = s1 - s0;
-    if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows && blocked_sequences_) {
+    if (g.w == 1 && s1 - s0 >= 8 * kWideSegmentGroups * kMinSegmentRows && blocked_sequences_ && wide_combine<F>) {
+      num_segments = static_cast<int>(kWideSegmentGroups * BT::V);
+      seg = segment_rows(s1 - s0, num_segments, g.w);
+      scan_sequences_blocked<kWideSegmentGroups>(out, s0, s1, seg);
+    } else if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows && blocked_sequences_) {
       num_segments = static_cast<int>(BT::V);
       seg = segment_rows(s1 - s0, num_segments, g.w);
-      scan_sequences_blocked(out, s0, s1, seg);
+      scan_sequences_blocked<1>(out, s0, s1, seg);
     } else if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows) {
       num_segments = 8;
       seg = segment_rows(s1 - s0, 8, g.w);
       scan_sequences<8>(out, s0, s1, seg);
+    } else if (wide_combine<F> && g.w < kNarrowLanes && g.w > 1 && bundle_ == 1 &&
+               s1 - s0 >= kWideNarrowSegments * kMinSegmentRows) {
+      num_segments = kWideNarrowSegments;
+      seg = segment_rows(s1 - s0, kWideNarrowSegments, g.w);
+      scan_narrow_wide<kWideNarrowSegments>(out, s0, s1, seg);
     } else if (g.w < kNarrowLanes && g.w > 1 && bundle_ == 1 && s1 - s0 >= 2 * kMinSegmentRows) {
       // Two chains overlap f's latency; more spill the chunks' accumulators out of registers.
       num_segments = 2;
@@ -793,20 +805,23 @@ class PointwiseRunner {
     }
   }
 
-  // Local scans of V segments of one sequence (V = 8 floats or 4 doubles) as vector lanes: V
-  // steps of every segment are loaded and transposed in registers, f runs across the segments
-  // and the results go back transposed. A vector combine (vector_combine) runs on the registers
-  // with its accumulator in one (about 12 % faster in cache than through memory, where the
-  // accumulator's stores and reloads are on the chain); other combines run across the segments
-  // as a loop over local arrays that the compiler vectorises. With one chain per segment in
-  // scalar code, the pointers of 8 segments x 4 streams did not fit in registers.
+  // Local scans of M x V segments of one sequence (V = 8 floats or 4 doubles) as vector lanes: V
+  // steps of every segment are loaded and transposed in registers, V segments at a time, f runs
+  // across the segments and the results go back transposed. A vector combine (vector_combine,
+  // M = 1) runs on the registers with its accumulator in one (about 12 % faster in cache than
+  // through memory, where the accumulator's stores and reloads are on the chain); other combines
+  // run across the segments as a loop over local arrays that the compiler vectorises, M
+  // independent vectors of segments for a wide combine (kWideSegmentGroups), whose latency one
+  // vector chain does not hide. With one chain per segment in scalar code, the pointers of 8
+  // segments x 4 streams did not fit in registers.
+  template <int M>
   void scan_sequences_blocked(const Group& g, int64_t s0, int64_t s1, int64_t seg) {
-    if constexpr (BT::V > 0 && kSameLeaves) {
-      constexpr int64_t V = BT::V;
+    if constexpr (BT::V > 0 && kSameLeaves && (M == 1 || !kVectorCombine)) {
+      constexpr int64_t V = BT::V, S = M * V;
       using Vec = typename BT::Vec;
-      LocalLanes<Ptrs, V> acc, row;
-      std::array<Ptrs, V> xb, yb;
-      for (int64_t k = 0; k < V; ++k) {
+      LocalLanes<Ptrs, S> acc, row;
+      std::array<Ptrs, S> xb, yb;
+      for (int64_t k = 0; k < S; ++k) {
         xb[k] = x_row(g, s0 + k * seg);
         yb[k] = y_row(g, s0 + k * seg);
         // Every leaf is read before any is written: an output may be another leaf's input.
@@ -826,38 +841,47 @@ class PointwiseRunner {
         constexpr int64_t d = kDown ? -1 : 1;
         const auto at = [](auto* p) { return kDown ? p - (BT::V - 1) : p; };  // a tile row's lowest address
         for (; s + V <= seg; s += V) {
-          Vec r[L][V];  // r[leaf][q]: step s + q (s + V - 1 - q when kDown) of every segment
+          Vec r[L][M][V];  // r[leaf][m][q]: step s + q (s + V - 1 - q when kDown) of segments m V ..
           static_for<L>([&](auto I) {
             if (x_step_[I] == 0) {  // a leaf constant along the scan (a broadcast decay)
               const Vec c = Vec{} + std::get<I>(xb[0])[0];
-              for (int64_t q = 0; q < V; ++q) r[I][q] = c;
+              for (int64_t m = 0; m < M; ++m)
+                for (int64_t q = 0; q < V; ++q) r[I][m][q] = c;
               return;
             }
-            // V * L streams, all running down in a reverse scan: fetch ahead explicitly (0-25 %
+            // S * L streams, all running down in a reverse scan: fetch ahead explicitly (0-25 %
             // faster in A/B runs on the noisy 2-core VM, most in reverse).
-            for (int64_t k = 0; k < V; ++k) {
+            for (int64_t k = 0; k < S; ++k) {
               __builtin_prefetch(std::get<I>(xb[k]) + (s + kPrefetchSteps) * d);
               __builtin_prefetch(std::get<I>(yb[k]) + (s + kPrefetchSteps) * d, 1);
             }
-            for (int64_t k = 0; k < V; ++k) r[I][k] = BT::ld(at(std::get<I>(xb[k]) + s * d));
-            BT::transpose(r[I]);
+            for (int64_t m = 0; m < M; ++m) {
+              for (int64_t k = 0; k < V; ++k) r[I][m][k] = BT::ld(at(std::get<I>(xb[m * V + k]) + s * d));
+              BT::transpose(r[I][m]);
+            }
           });
           for (int64_t i = 0; i < V; ++i) {
             const int64_t q = kDown ? V - 1 - i : i;
             if constexpr (kVectorCombine) {
-              va = vec_elem<Vec>(f_(va, make_vec_elem<Vec>([&](auto I) { return r[I][q]; })));
-              static_for<L>([&](auto I) { r[I][q] = vec_leaf<I>(va); });
+              va = vec_elem<Vec>(f_(va, make_vec_elem<Vec>([&](auto I) { return r[I][0][q]; })));
+              static_for<L>([&](auto I) { r[I][0][q] = vec_leaf<I>(va); });
             } else {
-              static_for<L>([&](auto I) { BT::st(std::get<I>(row.v).data(), r[I][q]); });
+              static_for<L>([&](auto I) {
+                for (int64_t m = 0; m < M; ++m) BT::st(std::get<I>(row.v).data() + m * V, r[I][m][q]);
+              });
               const Ptrs pa = acc.ptrs(), pr = row.ptrs();
 #pragma GCC ivdep
-              for (int64_t j = 0; j < V; ++j) Access::store(pa, j, to_elem<Elem>(f_(Access::load(pa, j), Access::load(pr, j))));
-              static_for<L>([&](auto I) { r[I][q] = BT::ld(std::get<I>(acc.v).data()); });
+              for (int64_t j = 0; j < S; ++j) Access::store(pa, j, to_elem<Elem>(f_(Access::load(pa, j), Access::load(pr, j))));
+              static_for<L>([&](auto I) {
+                for (int64_t m = 0; m < M; ++m) r[I][m][q] = BT::ld(std::get<I>(acc.v).data() + m * V);
+              });
             }
           }
           static_for<L>([&](auto I) {
-            BT::transpose(r[I]);
-            for (int64_t k = 0; k < V; ++k) BT::st(at(std::get<I>(yb[k]) + s * d), r[I][k]);
+            for (int64_t m = 0; m < M; ++m) {
+              BT::transpose(r[I][m]);
+              for (int64_t k = 0; k < V; ++k) BT::st(at(std::get<I>(yb[m * V + k]) + s * d), r[I][m][k]);
+            }
           });
         }
       };
@@ -874,8 +898,64 @@ class PointwiseRunner {
         Access::store(yb[k], t * y_step_, e);
       };
       for (; s < seg; ++s)
-        for (int64_t k = 0; k < V; ++k) scalar_step(k, s);
-      for (int64_t t = seg; t < s1 - s0 - (V - 1) * seg; ++t) scalar_step(V - 1, t);
+        for (int64_t k = 0; k < S; ++k) scalar_step(k, s);
+      for (int64_t t = seg; t < s1 - s0 - (S - 1) * seg; ++t) scalar_step(S - 1, t);
+    }
+  }
+
+  // Local scans of K segments of w < kNarrowLanes lanes of one column for a wide combine: the K
+  // segments' w lanes are gathered into one row of K w elements per step and f runs over it as
+  // one loop the compiler vectorises (K w independent chains; chunks of 8, 4, 2 and 1 lanes in
+  // two chains left f's latency exposed).
+  template <int K>
+  void scan_narrow_wide(const Group& g, int64_t s0, int64_t s1, int64_t seg) {
+    const int64_t w = g.w, n = K * w;
+    LocalLanes<Ptrs, K * kNarrowLanes> acc, in;
+    std::array<Ptrs, K> x, y;
+    const auto load = [&](LocalLanes<Ptrs, K * kNarrowLanes>& dst, int k) ASCAN_INLINE_LAMBDA {
+      static_for<L>([&](auto I) {
+        auto* d = std::get<I>(dst.v).data() + k * w;
+        const auto* src = std::get<I>(x[k]);
+        if (plan_.leaves[I].lane_contiguous) {
+          for (int64_t j = 0; j < w; ++j) d[j] = src[j];
+        } else {
+          for (int64_t j = 0; j < w; ++j) d[j] = src[0];
+        }
+      });
+    };
+    const auto store = [&](int k) ASCAN_INLINE_LAMBDA {
+      static_for<L>([&](auto I) {
+        const auto* a = std::get<I>(acc.v).data() + k * w;
+        for (int64_t j = 0; j < w; ++j) std::get<I>(y[k])[j] = a[j];
+      });
+    };
+    const auto advance = [&](int k) ASCAN_INLINE_LAMBDA {
+      static_for<L>([&](auto I) {
+        std::get<I>(x[k]) += x_step_[I];
+        std::get<I>(y[k]) += y_step_;
+      });
+    };
+    for (int k = 0; k < K; ++k) {
+      x[k] = x_row(g, s0 + k * seg);
+      y[k] = y_row(g, s0 + k * seg);
+      load(acc, k);
+    }
+    for (int k = 0; k < K; ++k) store(k);  // after all reads: an output may be another leaf's input
+    const Ptrs a = acc.ptrs(), b = in.ptrs();
+    for (int64_t s = 1; s < seg; ++s) {
+      for (int k = 0; k < K; ++k) {
+        advance(k);
+        load(in, k);
+      }
+#pragma GCC ivdep
+      for (int64_t j = 0; j < n; ++j) Access::store(a, j, to_elem<Elem>(f_(Access::load(a, j), Access::load(b, j))));
+      for (int k = 0; k < K; ++k) store(k);
+    }
+    for (int64_t s = s0 + K * seg; s < s1; ++s) {  // the last segment's remainder
+      advance(K - 1);
+      load(in, K - 1);
+      for (int64_t j = (K - 1) * w; j < n; ++j) Access::store(a, j, to_elem<Elem>(f_(Access::load(a, j), Access::load(b, j))));
+      store(K - 1);
     }
   }
 
