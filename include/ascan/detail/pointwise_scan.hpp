@@ -176,8 +176,15 @@ template <class T> inline constexpr bool vector_combine<LinearRecurrence, std::t
 // operations. Float32 [2^22] logaddexp forward, 2 threads, alternating runs: 21.6-21.7 ms in
 // chains, 13.7-14.7 as lanes (latency-bound still: one vector of 8 segments per chain).
 template <class F> inline constexpr bool wide_combine = std::is_same_v<F, LogAddExp>;
-// Vectors of segments a wide combine's blocked scan of one sequence runs as independent chains.
+// Vectors of segments a wide combine's blocked scan of one sequence runs as independent chains
+// (kWideSegmentGroups x V segments per block). Float32 logaddexp forward, 2 threads, AMD EPYC Zen
+// 5 VM, alternating processes, medians of 15, 1 -> 2 / 4 / 8 vectors: [2^22] 16.7-18.6 ->
+// 12.9-13.1 / 9.8-10.5 / 11.7-12.2 ms, [2^24] 64-77 -> 52-55 / 40-42 / 49-50.
 inline constexpr int kWideSegmentGroups = 4;
+// Segments per block of a wide combine's rows of 2 to 15 lanes, gathered into one row of chains
+// (scan_narrow_wide). Same method, [599186, 7] / [2^18, 12]: chunks in 2 chains 26-43 / 21-31 ms,
+// 4 segments 14.4-15.5 / 7.8-9.7, 8: 12.6-13.2 / 7.2-7.7 (reverse 12.8-17.7 / 7.2-10.3), 16:
+// 12.0-15.1 / 8.7-11.2.
 inline constexpr int kWideNarrowSegments = 8;
 
 // W lanes of T as one GCC vector, and the same for unaligned, aliasing access.
