@@ -503,14 +503,15 @@ TEST(AdScan, CumulativeProductAdjointAsAScan) {
 // per element, then the adjoint recurrence as a scan over many blocks. Through the tape against a
 // long double sequential reference that uses the other closed form, A_t = exp(y_{t-1} - y_t),
 // B_t = exp(x_t - y_t) (g_t = ḡ_t + A_{t+1} g_{t+1}, ∂x_t = B_t g_t, ∂x_0 = g_0): one long
-// sequence, rows of 7, 300 and 1100 lanes, along a middle dim and along the last dim, lengths 1
-// and 2, both directions; float32 within a depth-scaled bound (8 sqrt(T) u32) of the same
+// sequence, rows of 7, 300 and 1100 lanes, along a middle dim and along the last dim (also many
+// sequences of 2 steps), lengths 1 and 2, both directions; float32 within a depth-scaled bound (8 sqrt(T) u32) of the same
 // reference.
 TEST(AdScan, LogAddExpAdjointClosedForm) {
   using LD = long double;
   const auto lae = [](LD a, LD b) { return std::max(a, b) + std::log1p(std::exp(-std::abs(a - b))); };
   const std::pair<ascan::Shape, int64_t> cases[] = {
-      {{1}, 0}, {{2}, 0}, {{30001}, 0}, {{20011, 7}, 0}, {{2001, 300}, 0}, {{301, 1100}, 0}, {{3, 1001, 64}, 1}, {{3, 9001}, 1}};
+      {{1}, 0},          {{2}, 0},           {{30001}, 0},      {{20011, 7}, 0}, {{2001, 300}, 0},
+      {{301, 1100}, 0},  {{3, 1001, 64}, 1}, {{3, 9001}, 1},    {{30000, 2}, 1}};
   for (const auto& [shape, dim] : cases)
     for (bool rev : {false, true}) {
       SCOPED_TRACE(testing::Message() << ascan::format_shape(shape) << ", dim " << dim << ", rev " << rev);

@@ -1443,7 +1443,7 @@ ASCAN_ALWAYS_INLINE void logaddexp_partials(T left, T right, T& A, T& B) {
 
 // A_t = ∂y_t/∂y_{t-1} and B_t = ∂y_t/∂x_t of a logaddexp scan at every step but the first, into
 // A and B in the output's layout (x, y, A and B are contiguous [outer, T, inner]); the first
-// step's entries are not written. Chunks of kChunk elements along a run of steps, in parallel.
+// step's entries are not written. Chunks of up to kChunk elements of one slab, in parallel.
 template <class T>
 void logaddexp_jacobians(const ascan::detail::PointwisePlan& plan, const T* x, const T* y, T* A, T* B,
                          bool reverse) {
@@ -1454,7 +1454,8 @@ void logaddexp_jacobians(const ascan::detail::PointwisePlan& plan, const T* x, c
   const int64_t prev = reverse ? ts : -ts;   // y_{t-1} relative to y_t
   constexpr int64_t kChunk = 16384;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-  ascan::detail::parallel_for(outer * chunks, 1, [&](int64_t i0, int64_t i1) {
+  // Short slabs ([B, T] along a short T) go many to a task.
+  ascan::detail::parallel_for(outer * chunks, std::max<int64_t>(1, kChunk / std::max<int64_t>(1, n)), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t k = i % chunks, e0 = i / chunks * slab + begin + k * kChunk, m = std::min(kChunk, n - k * kChunk);
       const T* __restrict xp = x + e0;
