@@ -12,8 +12,9 @@
 // Jacobians are closed forms skip the duals: a sum's adjoint is the reverse sum of ḡ, the linear
 // recurrence's (and the cumulative product's) a linear recurrence in the other direction, taken
 // as a scan (first_order_vjp_by_scan) or, in wide rows, as a sweep a cache line of lanes at a
-// time (first_order_vjp_lines); logaddexp's Jacobians are evaluated in closed form in one pass
-// and its adjoint taken by the same scan (logaddexp_vjp).
+// time (first_order_vjp_lines); logaddexp's Jacobians are closed forms too, evaluated in such a
+// sweep in wide rows (logaddexp_vjp_lines), in narrow ones in one pass before the same scan
+// (logaddexp_vjp).
 #pragma once
 
 #include <algorithm>
@@ -1282,6 +1283,11 @@ inline constexpr int64_t kLineSweepPrefetchRows = 4;
 // 18.5-22.0; at R = 64 (two items of 32 lanes) the sweep lost then (cumulative product 13.5-14.0
 // -> 19.7-20.2, discounted return 18.0-18.2 -> 33.2-33.4).
 inline constexpr int64_t kMinRunForLinrecLines = 16;
+// logaddexp takes logaddexp_vjp_lines in rows of this many lanes or more. Float32 backward alone,
+// 2 threads, medians of 11, three alternating runs (Jacobian pass + scan -> line sweep):
+// [4096, 1024] 5.6-6.4 -> 4.3-4.5 ms, [16384, 256] 5.9-6.6 -> 6.1-6.4, [131072, 32] 6.6-7.6 ->
+// 3.9-5.1, [262144, 16] 7.2-7.5 -> 4.4-6.7; and no per-step arrays.
+inline constexpr int64_t kMinRunForLogAddExpLines = 16;
 inline constexpr int64_t kMinRunForProductLines = 128;
 
 template <class T, size_t L>
@@ -1467,10 +1473,72 @@ void logaddexp_jacobians(const ascan::detail::PointwisePlan& plan, const T* x, c
   });
 }
 
-// The adjoint of a float or double logaddexp scan with an upstream gradient: its Jacobians in
-// closed form (logaddexp_partials, one exponential per element) into two tensors of the output's
-// shape, then the adjoint recurrence as a scan (first_order_vjp_by_scan). On dual numbers the
-// column and segment sweeps called libm's exp and log1p per element.
+// The same adjoint in rows of kMinRunForLogAddExpLines lanes or more, swept backwards a row of
+// up to kLineSweepMaxLanes lanes at a time with the Jacobians evaluated where they are needed and
+// nothing stored per step: at step s, (A_s, B_s) from (y_{s-1}, x_s), g_s = ḡ_s + A_{s+1} g_{s+1},
+// ∂x_s = B_s g_s (g_0 at s = 0). Reads ḡ, x and y and writes ∂x: 4 streams against the 8 of the
+// Jacobian pass and the scan. Rows are prefetched kLineSweepPrefetchRows steps ahead, as in
+// first_order_vjp_lines.
+template <class T>
+std::vector<Tensor<T>> logaddexp_vjp_lines(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
+                                           const std::vector<Tensor<T>>& ys, const Tensor<T>& gbar, bool reverse) {
+  const int64_t T_len = plan.length, run = plan.run, step = plan.out_t_stride;
+  const int64_t lanes = sweep_lanes(run, plan.num_columns, kLineSweepMaxLanes);
+  const int64_t chunks = (run + lanes - 1) / lanes;
+  Tensor<T> dx = Tensor<T>::empty(plan.out_shape);
+  const T* const x_data = xs[0].data();
+  const T* const y_data = ys[0].data();
+  const T* const g_data = gbar.data();
+  T* const d_data = dx.data();
+  ascan::detail::parallel_for(plan.num_columns * chunks, 1, [&](int64_t ib, int64_t ie) {
+    alignas(64) T g[kLineSweepMaxLanes], a_next[kLineSweepMaxLanes];
+    std::array<int64_t, 1> leaf_off{};
+    for (int64_t item = ib; item < ie; ++item) {
+      const int64_t c = item / chunks, i0 = (item % chunks) * lanes, w = std::min(lanes, run - i0);
+      int64_t out_off = 0;
+      plan.column_offsets(c, leaf_off.data(), out_off);
+      const int64_t base = out_off + i0;
+      const auto row = [&](int64_t s) { return base + (reverse ? T_len - 1 - s : s) * step; };
+      std::fill_n(g, w, T(0));
+      std::fill_n(a_next, w, T(0));
+      for (int64_t s = T_len - 1; s >= 0; --s) {
+        const int64_t r = row(s);
+        const T* __restrict gr = g_data + r;
+        const T* __restrict xr = x_data + r;
+        T* __restrict dr = d_data + r;
+        if (const int64_t sp = s - kLineSweepPrefetchRows; sp >= 1) {
+          const int64_t rp = row(sp), ryp = row(sp - 1);
+          for (int64_t j = 0; j < w; j += 64 / int64_t{sizeof(T)}) {
+            __builtin_prefetch(g_data + rp + j);
+            __builtin_prefetch(x_data + rp + j);
+            __builtin_prefetch(y_data + ryp + j);
+          }
+        }
+        if (s == 0) {  // y_0 = x_0: ∂x_0 = g_0
+          for (int64_t j = 0; j < w; ++j) dr[j] = gr[j] + a_next[j] * g[j];
+          continue;
+        }
+        const T* __restrict yr = y_data + row(s - 1);
+        for (int64_t j = 0; j < w; ++j) {
+          T A, B;
+          logaddexp_partials(yr[j], xr[j], A, B);
+          const T gv = gr[j] + a_next[j] * g[j];
+          g[j] = gv;
+          a_next[j] = A;
+          dr[j] = B * gv;
+        }
+      }
+    }
+  });
+  return {dx};
+}
+
+// The adjoint of a float or double logaddexp scan with an upstream gradient in rows narrower than
+// kMinRunForLogAddExpLines lanes: its Jacobians in closed form (logaddexp_partials, one
+// exponential per element) into two tensors of the output's shape — the one adjoint here that
+// stores per-step Jacobians (L = 1: one value per element each) — then the adjoint recurrence as
+// a scan (first_order_vjp_by_scan). On dual numbers the column and segment sweeps called libm's
+// exp and log1p per element.
 template <class T>
 std::vector<Tensor<T>> logaddexp_vjp(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
                                      const std::vector<Tensor<T>>& ys, const Tensor<T>& gbar, bool reverse) {
@@ -1488,7 +1556,8 @@ std::vector<Tensor<T>> logaddexp_vjp(const ascan::detail::PointwisePlan& plan, c
 // cumulative product takes first_order_vjp_lines in rows of kMinRunForProductLines lanes or
 // more, first_order_vjp_by_scan in few columns of rows narrower than kMaxRunForProductByScan
 // lanes and in rows of kMinRunForWideItems to kMinRunForProductLines - 1 lanes; logaddexp
-// (float, double, with an upstream gradient) takes logaddexp_vjp on every layout. Otherwise rows
+// (float, double, with an upstream gradient) takes logaddexp_vjp_lines in rows of
+// kMinRunForLogAddExpLines lanes or more, logaddexp_vjp in narrower ones. Otherwise rows
 // of 3 or more lanes and many columns of two lanes (or strided ones) take the one-pass column
 // sweep; one long sequence, few long narrow columns and many contiguous one-lane columns the
 // segment sweep. The choice depends on the shape only, so gradients do not depend on the thread
@@ -1559,7 +1628,9 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
   if constexpr (L == 1 && std::is_same_v<F, ascan::LogAddExp> &&
                 (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
     if (!need[0]) return dx;
-    if (gbar[0].storage_id()) return logaddexp_vjp<T>(plan, xs, ys, gbar[0], reverse);
+    if (gbar[0].storage_id())
+      return plan.run >= kMinRunForLogAddExpLines ? logaddexp_vjp_lines<T>(plan, xs, ys, gbar[0], reverse)
+                                                  : logaddexp_vjp<T>(plan, xs, ys, gbar[0], reverse);
   }
   if (plan.run >= kMinRunForColumns || (!few_lanes && !lanes_across_columns))
     return pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
