@@ -13,8 +13,8 @@
 // recurrence's (and the cumulative product's) a linear recurrence in the other direction, taken
 // as a scan (first_order_vjp_by_scan) or, in wide rows, as a sweep a cache line of lanes at a
 // time (first_order_vjp_lines); logaddexp's Jacobians are closed forms too, evaluated in such a
-// sweep in wide rows (logaddexp_vjp_lines), in narrow ones in one pass before the same scan
-// (logaddexp_vjp).
+// sweep in wide rows (logaddexp_vjp_lines), in narrow ones per block of the same scan by its
+// epilogue's prologue (FirstOrderEpilogue::fill_inputs).
 #pragma once
 
 #include <algorithm>
@@ -974,6 +974,22 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
 // (pointwise_scan_vjp).
 inline constexpr int64_t kMaxRunForProductByScan = 8;
 
+// The logaddexp combine's Jacobians at (left, right) = (y_{t-1}, x_t), as its evaluation on dual
+// numbers gives them, with the exponential of detail/log1p_exp.hpp: with d = min - max <= 0 and
+// e = exp(d), ∂/∂max = 1 - e / (1 + e) and ∂/∂min = e / (1 + e) (on a tie the left operand is the
+// min); where d is NaN (equal infinities, a NaN) the combine returns left + right, whose
+// Jacobians are 1 and 1.
+template <class T>
+ASCAN_ALWAYS_INLINE void logaddexp_partials(T left, T right, T& A, T& B) {
+  const bool left_larger = left > right;
+  const T d = left_larger ? right - left : left - right;
+  const T e = ascan::detail::exp_nonpositive(d);
+  const T s = e / (T(1) + e);
+  const bool nan = d != d;
+  A = nan ? T(1) : left_larger ? T(1) - s : s;
+  B = nan ? T(1) : left_larger ? s : T(1) - s;
+}
+
 // The elementwise pass of first_order_vjp_by_scan as an epilogue of its scan (see
 // PointwiseRunner): each block's rows (P_t, h_t), still in cache, become
 // g_t = h_t + P_t ḡ_{T-1}, ∂b_t = g_t over h_t and ∂a_t = g_t y_{t-1} over P_t, and are stored
@@ -989,13 +1005,16 @@ struct FirstOrderEpilogue {
   static constexpr int64_t kPattern = 256;  // elements of ḡ_{T-1} repeated for packed narrow rows
 
   const T* gbar;      // ḡ and y^b (the product's y) in the output's layout, whole tensors
-  const T* y;         // (logaddexp: B, the Jacobians ∂y_t/∂x_t, with y_lag 0)
+  const T* y;
   int64_t shift;      // the adjoint scan's outputs start `shift` rows into the whole tensors
   int64_t ts;         // the output's row stride
   int64_t adj_len;    // steps of the adjoint scan (T - 1)
   bool adj_reverse;   // its direction
   int64_t last, first, dir;     // the forward scan's last and first step indices, its direction
-  int64_t y_lag = 1;  // ∂a_t = g_t y[t - y_lag] (in scan order)
+  // logaddexp's x (whole tensor, the output's layout), or null: with it the scan's decay is
+  // A_{t+1} and ∂x_t = B_t g_t (logaddexp_partials at (y_{t-1}, x_t)), both evaluated per block
+  // by fill_inputs, leaf 0 of the scan being a placeholder.
+  const T* lse_x = nullptr;
   std::array<bool, 2> keep{};   // ∂a (over P), ∂b (over h) stored
   std::array<bool, 2> sum{};    // summed into `sums`
   bool want_a = false, want_b = false;
@@ -1005,9 +1024,31 @@ struct FirstOrderEpilogue {
   int64_t lanes = 0;
 
   bool keeps(size_t leaf) const { return keep[leaf]; }
+  bool has_prologue() const { return lse_x != nullptr; }
+
+  // logaddexp: the Jacobians Q_k = (A, B) at rows k of the block (the pair at (y_{t-1}, x_t) of
+  // the row's step t) go to a (A_{t+1} of the adjoint's row t: Q_{k+dir} into row k) and aux
+  // (B_t: Q_k into row k). Rows k = -1 .. n (as far as they exist) are evaluated once each; the
+  // ones that land outside [0, n) go to the slack. The forward's first step has no Q.
+  void fill_inputs(int64_t, T* a, T* aux, int64_t offset, int64_t n, int64_t w, int64_t lo) const {
+    const int64_t t_lo = (adj_reverse ? adj_len - 1 - lo : lo) + shift;
+    const int64_t o = offset + shift * ts;
+    int64_t k0 = dir > 0 ? 0 : -1, k1 = dir > 0 ? n + 1 : n;
+    if (t_lo + k0 == first) ++k0;
+    if (t_lo + k1 - 1 == first) --k1;
+    const T* __restrict xq = lse_x + o;
+    const T* __restrict yq = y + o - dir * ts;
+    T* __restrict ak = a - dir * ts;
+    if (ts == w) {  // packed rows: one flat loop
+      for (int64_t m = k0 * w; m < k1 * w; ++m) logaddexp_partials(yq[m], xq[m], ak[m], aux[m]);
+      return;
+    }
+    for (int64_t k = k0; k < k1; ++k)
+      for (int64_t j = k * ts; j < k * ts + w; ++j) logaddexp_partials(yq[j], xq[j], ak[j], aux[j]);
+  }
 
   void operator()(int64_t item, std::tuple<T*, T*> rows, int64_t offset, int64_t n, int64_t w, int64_t lo,
-                  std::tuple<T*, T*> carry) const {
+                  std::tuple<T*, T*> carry, const T* aux) const {
     T* const P = std::get<0>(rows);
     T* const H = std::get<1>(rows);
     // Rows ascend in address with the forward's step index; the lowest is step t_lo, at offset o.
@@ -1022,7 +1063,8 @@ struct FirstOrderEpilogue {
       for (int64_t j = 0; j < w; ++j) G[j] = adjoint(hc[j], pc[j], g_last[j]);
       gl = G;
     }
-    const T* yp = y + o - y_lag * dir * ts;       // y_{t-1} of the lowest row (not read at step `first`)
+    // y_{t-1} of the lowest row (not read at step `first`), or logaddexp's B_t.
+    const T* yp = aux ? aux : y + o - dir * ts;
     const bool summing = sum[0] || sum[1];
     // Sums per position of a period of whole rows (vector lanes), folded into the w lanes at the
     // end: 16 positions for one lane, 16 rows of narrow packed rows, one row otherwise.
@@ -1114,14 +1156,15 @@ struct FirstOrderEpilogue {
 };
 
 // L == 2: the linear recurrence (xs = {a, b}, the loss on ys[1]); L == 1: the cumulative product
-// (xs = {x}), or with `jac` = {A, B} (tensors of the output's shape) the scan whose Jacobians are
-// A_t = ∂y_t/∂y_{t-1} and B_t = ∂y_t/∂x_t (logaddexp): g_t = ḡ_t + A_{t+1} g_{t+1},
+// (xs = {x}), or with `logaddexp` (L == 1, x of the output's shape) the scan whose Jacobians are
+// A_t = ∂y_t/∂y_{t-1} and B_t = ∂y_t/∂x_t of a logaddexp scan, evaluated per block by the
+// epilogue's prologue (FirstOrderEpilogue::fill_inputs): g_t = ḡ_t + A_{t+1} g_{t+1},
 // ∂x_t = B_t g_t (t >= 1), ∂x_0 = g_0.
 template <class T, size_t L>
 std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
                                                const std::vector<Tensor<T>>& ys, const Tensor<T>& gbar,
                                                const std::array<bool, L>& need, bool reverse,
-                                               const std::array<Tensor<T>, 2>* jac = nullptr) {
+                                               bool logaddexp = false) {
   static_assert(L == 1 || L == 2);
   constexpr bool kProduct = L == 1;
   using Outs = GradOutputs<T, L>;
@@ -1141,11 +1184,12 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
   };
   Tensor<T> ga = buffer(0), gb = buffer(1);
   const int64_t last = reverse ? 0 : T_len - 1, first = reverse ? T_len - 1 : 0, dir = reverse ? -1 : 1;
-  // The decay a_t and the factor of ∂a_t, y[t - lag]: the product's x and y_{t-1}, or A_t and B_t.
-  const Tensor<T>& decay = jac ? (*jac)[0] : xs[0];
-  const T* const y_prev = jac ? (*jac)[1].data() : ys[L - 1].data();
-  const int64_t lag = jac ? 0 : 1;
-  Epilogue epi{gbar.data(), y_prev, reverse ? 1 : 0, ts, T_len - 1, !reverse, last, first, dir, lag};
+  // The decay a_t (logaddexp: a placeholder of its layout, the rows come from fill_inputs) and
+  // the factor of ∂a_t, y_{t-1}.
+  const Tensor<T>& decay = logaddexp ? ys[0] : xs[0];
+  const T* const y_prev = ys[L - 1].data();
+  Epilogue epi{gbar.data(), y_prev, reverse ? 1 : 0, ts, T_len - 1, !reverse, last, first, dir};
+  if (logaddexp) epi.lse_x = xs[0].data();
   for (size_t leaf = 0; leaf < 2; ++leaf) {
     epi.keep[leaf] = mode(leaf) == Outs::Mode::direct;
     epi.sum[leaf] = mode(leaf) == Outs::Mode::summed;
@@ -1191,7 +1235,15 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
   const T* g_bar = gbar.data();
   const auto last_step = [&](int64_t e, T& g, T& da) {  // e: an output offset at step `last`
     g = g_bar[e];
-    da = T_len == 1 ? (kProduct ? g : T(0)) : g * y_prev[e - lag * dir * ts];
+    if (T_len == 1) {
+      da = kProduct ? g : T(0);
+    } else if (logaddexp) {
+      T A, B;
+      logaddexp_partials(y_prev[e - dir * ts], epi.lse_x[e], A, B);
+      da = B * g;
+    } else {
+      da = g * y_prev[e - dir * ts];
+    }
   };
   const int64_t R = plan.run;
   ascan::detail::parallel_for(plan.num_columns, std::max<int64_t>(1, 4096 / R), [&](int64_t c0, int64_t c1) {
@@ -1431,48 +1483,6 @@ std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan&
   return outs.finish(xs);
 }
 
-// The logaddexp combine's Jacobians at (left, right) = (y_{t-1}, x_t), as its evaluation on dual
-// numbers gives them, with the exponential of detail/log1p_exp.hpp: with d = min - max <= 0 and
-// e = exp(d), ∂/∂max = 1 - e / (1 + e) and ∂/∂min = e / (1 + e) (on a tie the left operand is the
-// min); where d is NaN (equal infinities, a NaN) the combine returns left + right, whose
-// Jacobians are 1 and 1.
-template <class T>
-ASCAN_ALWAYS_INLINE void logaddexp_partials(T left, T right, T& A, T& B) {
-  const bool left_larger = left > right;
-  const T d = left_larger ? right - left : left - right;
-  const T e = ascan::detail::exp_nonpositive(d);
-  const T s = e / (T(1) + e);
-  const bool nan = d != d;
-  A = nan ? T(1) : left_larger ? T(1) - s : s;
-  B = nan ? T(1) : left_larger ? s : T(1) - s;
-}
-
-// A_t = ∂y_t/∂y_{t-1} and B_t = ∂y_t/∂x_t of a logaddexp scan at every step but the first, into
-// A and B in the output's layout (x, y, A and B are contiguous [outer, T, inner]); the first
-// step's entries are not written. Chunks of up to kChunk elements of one slab, in parallel.
-template <class T>
-void logaddexp_jacobians(const ascan::detail::PointwisePlan& plan, const T* x, const T* y, T* A, T* B,
-                         bool reverse) {
-  const int64_t T_len = plan.length, ts = plan.out_t_stride;
-  const int64_t slab = T_len * ts, outer = plan.numel() / slab;
-  const int64_t n = (T_len - 1) * ts;        // elements with a predecessor, per slab
-  const int64_t begin = reverse ? 0 : ts;    // the first of them in a slab
-  const int64_t prev = reverse ? ts : -ts;   // y_{t-1} relative to y_t
-  constexpr int64_t kChunk = 16384;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  // Short slabs ([B, T] along a short T) go many to a task.
-  ascan::detail::parallel_for(outer * chunks, std::max<int64_t>(1, kChunk / std::max<int64_t>(1, n)), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t k = i % chunks, e0 = i / chunks * slab + begin + k * kChunk, m = std::min(kChunk, n - k * kChunk);
-      const T* __restrict xp = x + e0;
-      const T* __restrict yp = y + e0 + prev;
-      T* __restrict ap = A + e0;
-      T* __restrict bp = B + e0;
-      for (int64_t e = 0; e < m; ++e) logaddexp_partials(yp[e], xp[e], ap[e], bp[e]);
-    }
-  });
-}
-
 // The same adjoint in rows of kMinRunForLogAddExpLines lanes or more, swept backwards a row of
 // up to kLineSweepMaxLanes lanes at a time with the Jacobians evaluated where they are needed and
 // nothing stored per step: at step s, (A_s, B_s) from (y_{s-1}, x_s), g_s = ḡ_s + A_{s+1} g_{s+1},
@@ -1533,20 +1543,6 @@ std::vector<Tensor<T>> logaddexp_vjp_lines(const ascan::detail::PointwisePlan& p
   return {dx};
 }
 
-// The adjoint of a float or double logaddexp scan with an upstream gradient in rows narrower than
-// kMinRunForLogAddExpLines lanes: its Jacobians in closed form (logaddexp_partials, one
-// exponential per element) into two tensors of the output's shape — the one adjoint here that
-// stores per-step Jacobians (L = 1: one value per element each) — then the adjoint recurrence as
-// a scan (first_order_vjp_by_scan). On dual numbers the column and segment sweeps called libm's
-// exp and log1p per element.
-template <class T>
-std::vector<Tensor<T>> logaddexp_vjp(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
-                                     const std::vector<Tensor<T>>& ys, const Tensor<T>& gbar, bool reverse) {
-  std::array<Tensor<T>, 2> jac{Tensor<T>::empty(plan.out_shape), Tensor<T>::empty(plan.out_shape)};
-  logaddexp_jacobians(plan, xs[0].data(), ys[0].data(), jac[0].data(), jac[1].data(), reverse);
-  return first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar, {true}, reverse, &jac);
-}
-
 // Gradients of a pointwise scan with respect to its inputs, in each leaf's own shape.
 //   plan: the scan's plan (output shape, axis, broadcast layout of xs); xs: the leaves as given;
 //   ys: outputs; gbar: upstream gradients (a default-constructed tensor for zero); need: which
@@ -1557,7 +1553,7 @@ std::vector<Tensor<T>> logaddexp_vjp(const ascan::detail::PointwisePlan& plan, c
 // more, first_order_vjp_by_scan in few columns of rows narrower than kMaxRunForProductByScan
 // lanes and in rows of kMinRunForWideItems to kMinRunForProductLines - 1 lanes; logaddexp
 // (float, double, with an upstream gradient) takes logaddexp_vjp_lines in rows of
-// kMinRunForLogAddExpLines lanes or more, logaddexp_vjp in narrower ones. Otherwise rows
+// kMinRunForLogAddExpLines lanes or more, first_order_vjp_by_scan in narrower ones. Otherwise rows
 // of 3 or more lanes and many columns of two lanes (or strided ones) take the one-pass column
 // sweep; one long sequence, few long narrow columns and many contiguous one-lane columns the
 // segment sweep. The choice depends on the shape only, so gradients do not depend on the thread
@@ -1630,7 +1626,7 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
     if (!need[0]) return dx;
     if (gbar[0].storage_id())
       return plan.run >= kMinRunForLogAddExpLines ? logaddexp_vjp_lines<T>(plan, xs, ys, gbar[0], reverse)
-                                                  : logaddexp_vjp<T>(plan, xs, ys, gbar[0], reverse);
+                                                  : first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar[0], {true}, reverse, true);
   }
   if (plan.run >= kMinRunForColumns || (!few_lanes && !lanes_across_columns))
     return pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);

@@ -196,6 +196,7 @@ template <class T, int W> struct Lanes {
 // No epilogue: a scan's final rows stay as they are.
 struct NoEpilogue {
   static constexpr bool active = false;
+  bool has_prologue() const { return false; }
 };
 
 // An epilogue transforms each block's final output rows in place before they are stored (a
@@ -214,6 +215,18 @@ struct NoEpilogue {
 // arithmetic: the runner's fix-up pass over the block (a read and a write of every leaf) is
 // left out. Successive blocks read their predecessor's last row from a side buffer, not from
 // the output, so the transform may overwrite every row.
+// An epilogue may also make leaf 0's inputs (a prologue, where they are a function of other
+// tensors: a scan over Jacobians evaluated per block rather than stored). It then has
+//   bool has_prologue() const;  // true
+//   void fill_inputs(int64_t item, T* a, T* aux, int64_t offset, int64_t n, int64_t w, int64_t lo) const;
+// called before each block is scanned with the same `offset`, `n`, `w`, `lo` as above (its rows
+// in address order): it writes leaf 0's input rows to `a` and may write rows of its own to
+// `aux`, both laid out like the output rows (the lowest row first, the output's row stride
+// apart) in the worker's scratch, with at least one row (and 64 bytes) of slack before the first
+// and after the last row that it may write too. The scan reads leaf 0 from `a`, not from its
+// tensor, and leaf 0 must be laid out like the output. The epilogue's calls get the `aux` row of
+// their lowest row as an eighth argument (null without a prologue). Without one, has_prologue()
+// is false.
 template <class X, class F, class Epi = NoEpilogue>
 class PointwiseRunner {
   using Node = Tree<X>;
@@ -335,9 +348,15 @@ class PointwiseRunner {
       partial_rows = partial_rows && group_lanes_ * elem % 64 == 0 && y_step_ * elem % 64 == 0 &&
                      rows_ * std::abs(y_step_) * elem <= kMaxPartialScratchBytes;
     });
-    if (ASCAN_HAS_STREAM_STORES && !one_pass_ && (packed_rows || partial_rows) &&
-        plan.numel() * (bytes_per_lane_row / 2) >= kStreamMinBytes) {
+    // An epilogue's scan with leaves it does not keep (a product's h) scans into the scratch
+    // too, at any size, and copies the kept rows out plainly when they are not streamed: the
+    // leaves it drops are then never written to memory.
+    const bool streamed = ASCAN_HAS_STREAM_STORES && plan.numel() * (bytes_per_lane_row / 2) >= kStreamMinBytes;
+    bool dropped = false;
+    if constexpr (Epi::active) static_for<L>([&](auto I) { dropped = dropped || !epi_.keeps(I); });
+    if (!one_pass_ && (packed_rows || partial_rows) && (streamed || dropped)) {
       partial_rows_ = partial_rows;
+      streamed_ = streamed;
       static_for<L>([&](auto I) { scratch_bytes_ += scratch_leaf_bytes<I>(); });
     }
     // Streamed blocks of one sequence are cut where the output is 64-byte aligned: the first
@@ -347,7 +366,7 @@ class PointwiseRunner {
     // recurrence in reverse, medians of five processes: 8.6 -> 7.6 ms). The cut depends on the length and
     // on where the output starts within a line (the start of a tensor always: it is 64-byte
     // aligned), not on the thread count.
-    if (scratch_bytes_ > 0 && group_lanes_ == 1 && blocked_sequences_) {
+    if (streamed_ && group_lanes_ == 1 && blocked_sequences_) {
       const int64_t unit = 64 / max_elem_bytes_;
       if (rows_ >= 2 * unit) {
         rows_ = rows_ / unit * unit;
@@ -359,6 +378,14 @@ class PointwiseRunner {
     const int64_t num_groups = bundle_ > 1 ? plan.num_columns / line_extent_ * bundles_per_line_
                                            : plan.num_columns * groups_per_column_;
     num_items_ = num_groups * num_blocks_;
+    if constexpr (Epi::active) {
+      if (epi_.has_prologue()) {
+        // Leaf 0 read from the scratch: laid out like the output, one group per column.
+        ASCAN_ASSERT(x_step_[0] == y_step_ && bundle_ == 1 && !gather_[0]);
+        pro_slack_ = std::max<int64_t>(64, (std::abs(y_step_) * int64_t{sizeof(Leaf0)} + 63) / 64 * 64);
+        pro_leaf_bytes_ = (rows_ * std::abs(y_step_) * int64_t{sizeof(Leaf0)} + 63) / 64 * 64 + 2 * pro_slack_;
+      }
+    }
     if constexpr (Epi::active) {
       if (num_blocks_ > 1) {  // every item's last row, group_lanes_ lanes per leaf
         int64_t bytes = 0;
@@ -381,8 +408,13 @@ class PointwiseRunner {
                             : static_cast<int>(std::min<int64_t>(num_threads(), num_items_));
     // 64-byte aligned and uninitialised (new[] of a struct with alignment, not zeroed).
     struct alignas(64) Line { std::byte b[64]; };
+    // Then a prologue's two blocks of rows (see fill_inputs), zeroed once: windows may read
+    // the slack around rows that were never written.
     const auto make_scratch = [&] {
-      return std::unique_ptr<Line[]>(scratch_bytes_ > 0 ? new Line[scratch_bytes_ / 64] : nullptr);
+      const int64_t bytes = scratch_bytes_ + 2 * pro_leaf_bytes_;
+      std::unique_ptr<Line[]> p(bytes > 0 ? new Line[bytes / 64] : nullptr);
+      if (pro_leaf_bytes_ > 0) std::memset(reinterpret_cast<std::byte*>(p.get()) + scratch_bytes_, 0, 2 * pro_leaf_bytes_);
+      return p;
     };
     if (workers == 1) {
       // On the calling thread without a worker body (small scans in a loop: about a fifth of a
@@ -633,45 +665,63 @@ class PointwiseRunner {
       if (num_blocks_ > 1) done_[item].store(1, std::memory_order_release);
       return true;
     }
-    // A streamed output: the block is scanned into the worker's scratch (`out`) and copied to
-    // the output when it is final; its last row first, before it is published.
-    const bool stream = scratch != nullptr && (std::abs(y_step_) == g.w || partial_rows_);
+    // A streamed output (or an epilogue's with dropped leaves): the block is scanned into the
+    // worker's scratch (`out`) and copied to the output when it is final; without an epilogue
+    // its last row first, before it is published.
+    const bool stream = scratch_bytes_ > 0 && (std::abs(y_step_) == g.w || partial_rows_);
     const Group out = stream ? scratch_group(g, s0, s1, scratch) : g;
     if (stream && reverse_ && lanes_path(g.w) && !cached) touch_inputs(g, s0, s1);
+    // What the local scans read: `out`, or with a prologue leaf 0 from the rows it fills.
+    Group in = out;
+    Leaf0* aux = nullptr;  // the prologue's own rows at step s0
+    if constexpr (Epi::active) {
+      if (pro_leaf_bytes_ > 0) {
+        std::byte* pro = scratch + scratch_bytes_;
+        Leaf0* const a_lo = reinterpret_cast<Leaf0*>(pro + pro_slack_);
+        Leaf0* const aux_lo = reinterpret_cast<Leaf0*>(pro + pro_leaf_bytes_ + pro_slack_);
+        const int64_t lo = y_step_ > 0 ? s0 : s1 - 1, span = y_step_ > 0 ? 0 : (s1 - s0 - 1) * -y_step_;
+        epi_.fill_inputs(item, a_lo, aux_lo, std::get<0>(y_row(g, lo)) - std::get<0>(y_data_), s1 - s0, g.w, lo);
+        in.x0 = x_row(out, s0);
+        in.y0 = y_row(out, s0);
+        in.base = s0;
+        std::get<0>(in.x0) = a_lo + span;
+        aux = aux_lo + span;
+      }
+    }
     int num_segments = 1;
     int64_t seg = s1 - s0;
     if (g.w == 1 && s1 - s0 >= 8 * kWideSegmentGroups * kMinSegmentRows && blocked_sequences_ && wide_combine<F>) {
       num_segments = static_cast<int>(kWideSegmentGroups * BT::V);
       seg = segment_rows(s1 - s0, num_segments, g.w);
-      scan_sequences_blocked<kWideSegmentGroups>(out, s0, s1, seg);
+      scan_sequences_blocked<kWideSegmentGroups>(in, s0, s1, seg);
     } else if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows && blocked_sequences_) {
       num_segments = static_cast<int>(BT::V);
       seg = segment_rows(s1 - s0, num_segments, g.w);
-      scan_sequences_blocked<1>(out, s0, s1, seg);
+      scan_sequences_blocked<1>(in, s0, s1, seg);
     } else if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows) {
       num_segments = 8;
       seg = segment_rows(s1 - s0, 8, g.w);
-      scan_sequences<8>(out, s0, s1, seg);
+      scan_sequences<8>(in, s0, s1, seg);
     } else if (wide_combine<F> && g.w < kNarrowLanes && g.w > 1 && bundle_ == 1 &&
                s1 - s0 >= kWideNarrowSegments * kMinSegmentRows) {
       num_segments = kWideNarrowSegments;
       seg = segment_rows(s1 - s0, kWideNarrowSegments, g.w);
-      scan_narrow_wide<kWideNarrowSegments>(out, s0, s1, seg);
+      scan_narrow_wide<kWideNarrowSegments>(in, s0, s1, seg);
     } else if (g.w < kNarrowLanes && g.w > 1 && bundle_ == 1 && s1 - s0 >= 2 * kMinSegmentRows) {
       // Two chains overlap f's latency; more spill the chunks' accumulators out of registers.
       num_segments = 2;
       seg = segment_rows(s1 - s0, 2, g.w);
-      scan_narrow<2>(out, s0, s1, seg);
+      scan_narrow<2>(in, s0, s1, seg);
     } else if (g.w < 32 && g.w > 1 && s1 - s0 >= 4 * kMinSegmentRows) {
       num_segments = 4;
       seg = segment_rows(s1 - s0, 4, g.w);
-      scan_lanes<4>(out, s0, s1, seg);
+      scan_lanes<4>(in, s0, s1, seg);
     } else if (g.w == 1) {
-      scan_sequences<1>(out, s0, s1, seg);
+      scan_sequences<1>(in, s0, s1, seg);
     } else if (g.w < kNarrowLanes && bundle_ == 1) {
-      scan_narrow<1>(out, s0, s1, seg);
+      scan_narrow<1>(in, s0, s1, seg);
     } else {
-      scan_lanes<1>(out, s0, s1, seg);
+      scan_lanes<1>(in, s0, s1, seg);
     }
     // Segment k needs the inclusive prefix of everything before it (carry k): the predecessor
     // block's last row for k = 0 (none in the first block), then carry_{k+1} = f(carry_k, the
@@ -723,18 +773,19 @@ class PointwiseRunner {
         const auto epilogue = [&](int64_t r0, int64_t r1, const Ptrs& c) {
           if (r0 >= r1) return;
           const int64_t lo = y_step_ > 0 ? r0 : r1 - 1;
-          epi_(item, y_row(out, lo), std::get<0>(y_row(g, lo)) - std::get<0>(y_data_), r1 - r0, g.w, lo, c);
+          epi_(item, y_row(out, lo), std::get<0>(y_row(g, lo)) - std::get<0>(y_data_), r1 - r0, g.w, lo, c,
+               aux ? aux + (lo - s0) * y_step_ : nullptr);
         };
         epilogue(a, e, k > 0 || have0 ? carry(k) : Ptrs{});
         if (k + 1 == num_segments) epilogue(s1 - 1, s1, Ptrs{});
         const int64_t end = k + 1 == num_segments ? s1 : e;
-        if (stream && a < end) copy_rows(g, out, a, end, true);
+        if (stream && a < end) copy_rows(g, out, a, end, streamed_);
       } else {
         if (k > 0 || have0) fix_up(out, carry(k), a, e);
         if (stream) copy_rows(g, out, a, e, true, &pf);
       }
     }
-    if (stream) pf.advance(0), stream_fence();
+    if (stream && streamed_) pf.advance(0), stream_fence();
     return true;
   }
 
@@ -1255,7 +1306,9 @@ class PointwiseRunner {
   bool blocked_sequences_ = false;
   bool windows_ = false;  // narrow rows scanned as windows (scan_windows)
   bool one_pass_ = false;  // see kOnePassMaxElements
-  int64_t scratch_bytes_ = 0;  // a worker's scratch (one block of outputs); 0: stored plainly
+  int64_t scratch_bytes_ = 0;  // a worker's scratch (one block of outputs); 0: stored in place
+  bool streamed_ = false;      // the scratch's rows go out with streaming stores
+  int64_t pro_leaf_bytes_ = 0, pro_slack_ = 0;  // a prologue's blocks of rows, their slack
   bool partial_rows_ = false;  // streamed groups that are parts of output rows
   std::atomic<uint8_t>* done_ = nullptr;
   std::atomic<bool> failed_{false};
