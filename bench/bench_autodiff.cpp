@@ -7,8 +7,8 @@
 // lanes at a time on [4096, 1024] and [16384, 256]; the cumulative product as a scan on all but
 // [4096, 1024] (the line sweep), and a sum its reverse sum everywhere. The running log-sum-exp
 // (ascan::logaddexp, no loop on the tape) evaluates its Jacobians in closed form: in a sweep a
-// row of lanes at a time on [4096, 1024] and [16384, 256], in one pass before the product's
-// adjoint as a scan on one sequence and [599186, 7].
+// row of lanes at a time on [4096, 1024], per block of the product's adjoint as a scan on the
+// others.
 // ASCAN_BENCH_T_SCALE=k in the environment multiplies every layout's T (and names it so);
 // ASCAN_BENCH_INNER=R adds the layout [2^22 / R, R].
 //

@@ -500,9 +500,10 @@ TEST(AdScan, CumulativeProductAdjointAsAScan) {
 }
 
 // logaddexp's adjoint in closed form (float32 and float64): its Jacobians from one exponential
-// per element, then the adjoint recurrence as a scan over many blocks (rows under 16 lanes) or
-// swept backwards a row of lanes at a time (16 lanes or more: [2001, 300], [301, 1100] in items of
-// 512 lanes and a remainder, [3, 1001, 64]). Through the tape against a
+// per element, then the adjoint recurrence as a scan over many blocks, its Jacobians evaluated
+// per block (rows under 1024 lanes: one sequence, [20011, 7], [2001, 300], [3, 1001, 64]), or
+// swept backwards a row of lanes at a time (1024 lanes or more: [301, 1100] in items of 512
+// lanes and a remainder). Through the tape against a
 // long double sequential reference that uses the other closed form, A_t = exp(y_{t-1} - y_t),
 // B_t = exp(x_t - y_t) (g_t = ḡ_t + A_{t+1} g_{t+1}, ∂x_t = B_t g_t, ∂x_0 = g_0): one long
 // sequence, rows of 7, 300 and 1100 lanes, along a middle dim and along the last dim (also many
@@ -555,11 +556,11 @@ TEST(AdScan, LogAddExpAdjointClosedForm) {
 // numbers gives (a NaN difference, where the combine returns left + right, has Jacobians 1 and 1;
 // exp(-inf) = 0 gives 0 and 1), so the new path agrees with the column sweep on duals: columns
 // starting with -inf (equal infinities at their first steps), one of -inf throughout, a +inf in
-// the middle, two +inf in a row; float64, both directions, [40, 6], [40, 20] (the line sweep) and
-// one sequence.
+// the middle, two +inf in a row; float64, both directions, [40, 6], [40, 20], [40, 1030] (the
+// line sweep) and one sequence.
 TEST(AdScan, LogAddExpAdjointInfinities) {
   const double inf = std::numeric_limits<double>::infinity();
-  for (const ascan::Shape& shape : {ascan::Shape{40, 6}, ascan::Shape{40}, ascan::Shape{40, 20}})
+  for (const ascan::Shape& shape : {ascan::Shape{40, 6}, ascan::Shape{40}, ascan::Shape{40, 20}, ascan::Shape{40, 1030}})
     for (bool rev : {false, true}) {
       SCOPED_TRACE(testing::Message() << ascan::format_shape(shape) << ", rev " << rev);
       const int64_t lanes = shape.size() > 1 ? shape[1] : 1;

@@ -1335,11 +1335,17 @@ inline constexpr int64_t kLineSweepPrefetchRows = 4;
 // 18.5-22.0; at R = 64 (two items of 32 lanes) the sweep lost then (cumulative product 13.5-14.0
 // -> 19.7-20.2, discounted return 18.0-18.2 -> 33.2-33.4).
 inline constexpr int64_t kMinRunForLinrecLines = 16;
-// logaddexp takes logaddexp_vjp_lines in rows of this many lanes or more. Float32 backward alone,
-// 2 threads, medians of 11, three alternating runs (Jacobian pass + scan -> line sweep):
-// [4096, 1024] 5.6-6.4 -> 4.3-4.5 ms, [16384, 256] 5.9-6.6 -> 6.1-6.4, [131072, 32] 6.6-7.6 ->
-// 3.9-5.1, [262144, 16] 7.2-7.5 -> 4.4-6.7; and no per-step arrays.
-inline constexpr int64_t kMinRunForLogAddExpLines = 16;
+// logaddexp takes logaddexp_vjp_lines in rows of this many lanes or more, its adjoint as a scan
+// (with the Jacobians evaluated per block, FirstOrderEpilogue::fill_inputs) in narrower ones.
+// Float32 backward alone, 2 threads, [2^22 / R, R], two runs of medians of 11, each path twice
+// per run (line sweep against scan): R = 64: 7.1-7.3 / 4.1-4.3 against 5.6-5.9 / 4.2-4.8 ms
+// (in reverse 5.8 / 4.3-5.1 against 4.9-5.0 / 4.1-4.2), 256: 7.3-7.5 / 6.2 against 5.5-5.7 /
+// 4.7-4.8 (4.5-4.6 / 5.0-5.4 against 4.1-4.5 / 4.4), 512: 4.7-5.1 / 6.5-6.6 against 4.4-4.5 /
+// 5.4-5.5; R = 1024: 4.1-5.2 / 3.9-5.2 against 4.0-4.6 / 4.2 (3.7 / 3.8-4.1 against 4.0 /
+// 4.2), 2048: 3.7 / 3.5-5.2 against 4.4-4.5 / 4.2-4.3 (3.9-4.0 / 4.1-4.9 against 4.5-4.9 /
+// 4.9-5.2). (Against the scan that stored its Jacobians in two tensors first, the sweep had won
+// from R = 16.)
+inline constexpr int64_t kMinRunForLogAddExpLines = 1024;
 inline constexpr int64_t kMinRunForProductLines = 128;
 
 template <class T, size_t L>

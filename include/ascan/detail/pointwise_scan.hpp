@@ -95,7 +95,7 @@ inline constexpr int kSpinsBeforeYield = 64;          // ~1-2 us of pause before
 
 template <size_t N, class Fn>
 ASCAN_ALWAYS_INLINE void static_for(Fn&& fn) {
-  [&]<size_t... I>(std::index_sequence<I...>) {
+  [&]<size_t... I>(std::index_sequence<I...>) ASCAN_INLINE_LAMBDA {
     (fn(std::integral_constant<size_t, I>{}), ...);
   }(std::make_index_sequence<N>{});
 }
@@ -382,7 +382,7 @@ class PointwiseRunner {
       if (epi_.has_prologue()) {
         // Leaf 0 read from the scratch: laid out like the output, one group per column.
         ASCAN_ASSERT(x_step_[0] == y_step_ && bundle_ == 1 && !gather_[0]);
-        pro_slack_ = std::max<int64_t>(64, (std::abs(y_step_) * int64_t{sizeof(Leaf0)} + 63) / 64 * 64);
+        pro_slack_ = std::max<int64_t>(64, (std::abs(y_step_) * int64_t{sizeof(Leaf0)} + 63) / 64 * 64) + 1024;
         pro_leaf_bytes_ = (rows_ * std::abs(y_step_) * int64_t{sizeof(Leaf0)} + 63) / 64 * 64 + 2 * pro_slack_;
       }
     }
@@ -1146,27 +1146,28 @@ class PointwiseRunner {
         for (int j = 0; j < W; ++j) std::get<I>(y[k])[j] = a[j];
       });
     });
-    // Inlined by force: for 8 lanes of a linear recurrence GCC called it out of line, as scalar
-    // code (rows of 8 and 9 lanes scanned at 0.6 of the speed of 7 or 12).
+    // Inlined by force, with its inner loops: for 8 lanes of a linear recurrence GCC called it
+    // (or, in the adjoint's scan, its loops) out of line, as scalar code (rows of 8 and 9 lanes
+    // scanned at 0.6 of the speed of 7 or 12).
     const auto step = [&](auto k) ASCAN_INLINE_LAMBDA {
-      static_for<L>([&](auto I) {
+      static_for<L>([&](auto I) ASCAN_INLINE_LAMBDA {
         std::get<I>(x[k]) += x_step_[I];
         std::get<I>(y[k]) += y_step_;
         auto& v = std::get<I>(in.v);
         if (plan_.leaves[I].lane_contiguous) {
-          static_for<W>([&](auto j) { v[j] = std::get<I>(x[k])[j]; });
+          static_for<W>([&](auto j) ASCAN_INLINE_LAMBDA { v[j] = std::get<I>(x[k])[j]; });
         } else {
           const auto c = std::get<I>(x[k])[0];
-          static_for<W>([&](auto j) { v[j] = c; });
+          static_for<W>([&](auto j) ASCAN_INLINE_LAMBDA { v[j] = c; });
         }
       });
       // All loads, then all combines, then all stores: y may alias x, so interleaved they
       // could not be grouped into vectors.
       const Ptrs a = acc[k].ptrs(), b = in.ptrs();
-      static_for<W>([&](auto j) { Access::store(a, j, to_elem<Elem>(f_(Access::load(a, j), Access::load(b, j)))); });
-      static_for<L>([&](auto I) {
+      static_for<W>([&](auto j) ASCAN_INLINE_LAMBDA { Access::store(a, j, to_elem<Elem>(f_(Access::load(a, j), Access::load(b, j)))); });
+      static_for<L>([&](auto I) ASCAN_INLINE_LAMBDA {
         const auto& a = std::get<I>(acc[k].v);
-        static_for<W>([&](auto j) { std::get<I>(y[k])[j] = a[j]; });
+        static_for<W>([&](auto j) ASCAN_INLINE_LAMBDA { std::get<I>(y[k])[j] = a[j]; });
       });
     };
     for (int64_t s = 1; s < seg; ++s) static_for<K>(step);
