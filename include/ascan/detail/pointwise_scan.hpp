@@ -380,7 +380,10 @@ class PointwiseRunner {
     num_items_ = num_groups * num_blocks_;
     if constexpr (Epi::active) {
       if (epi_.has_prologue()) {
-        // Leaf 0 read from the scratch: laid out like the output, one group per column.
+        // Leaf 0 read from the scratch: laid out like the output, one group per column. The
+        // slack is a row (at least 64 bytes) plus 1 KiB, so that the two blocks of rows do not
+        // start at the outputs' addresses modulo 4 KiB (tried against 4K aliasing for rows of 8
+        // lanes; it measured neither faster nor slower, the cause was an outlined loop).
         ASCAN_ASSERT(x_step_[0] == y_step_ && bundle_ == 1 && !gather_[0]);
         pro_slack_ = std::max<int64_t>(64, (std::abs(y_step_) * int64_t{sizeof(Leaf0)} + 63) / 64 * 64) + 1024;
         pro_leaf_bytes_ = (rows_ * std::abs(y_step_) * int64_t{sizeof(Leaf0)} + 63) / 64 * 64 + 2 * pro_slack_;
