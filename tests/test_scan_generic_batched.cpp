@@ -40,11 +40,11 @@ Tensor<int64_t> signed_permutations(const Shape& shape, uint64_t seed) {
   return m;
 }
 
-// Runs body with 1 and 2 threads (levels split into several batches with 2).
+// Runs body with 1, 2 and 3 threads (levels and runs split into several batches with 2 and 3).
 template <class Body>
 void on_threads(const Body& body) {
   const int saved = ascan::num_threads();
-  for (int threads : {1, 2}) {
+  for (int threads : {1, 2, 3}) {
     SCOPED_TRACE(fmt::format("{} threads", threads));
     ascan::set_num_threads(threads);
     body();
@@ -77,8 +77,8 @@ TEST_P(BatchedLength, MatrixChainInt64ExactAgainstSequentialReference) {
 
 // Up to one chunk (at least 1024 rows) Generic mode associates the same way: equal results
 // bitwise, in float64 and float32, 2x2 and 4x4 (entries in [0, 0.5) keep the products bounded),
-// and within rounding of the float64 reference. Longer scans chain chunks: equal bitwise for any
-// thread count (their exactness is checked in int64 above and below).
+// and within rounding of the float64 reference. Longer scans fold runs side by side: equal
+// bitwise for any thread count (their exactness is checked in int64 above and below).
 TEST_P(BatchedLength, MatrixChainsEqualGenericModeBitwise) {
   const int64_t T = GetParam();
   for (int64_t n : {2, 4}) {
@@ -101,7 +101,7 @@ TEST_P(BatchedLength, MatrixChainsEqualGenericModeBitwise) {
         if (!have_first) {
           first_d = yd, first_f = yf, have_first = true;
         } else {
-          EXPECT_EQ(yd, first_d);  // 2 threads as 1
+          EXPECT_EQ(yd, first_d);  // 2 and 3 threads as 1
           EXPECT_EQ(yf, first_f);
         }
       }
@@ -129,7 +129,9 @@ INSTANTIATE_TEST_SUITE_P(Sizes, BatchedLength,
                                            5,      // odd at two levels of the tree
                                            33,     // one past a power of two
                                            1000,   // many levels
-                                           20000), // levels split into several batches on 2 threads
+                                           4100,   // runs side by side (past 4096 rows of 32 bytes), the last one short
+                                           20000,  // runs of 16 rows, split over the threads
+                                           20001), // runs of 17 rows, the last one of 9
                          [](const auto& info) { return fmt::format("T{}", info.param); });
 
 // Strided slices (the scan dim not outermost): the inputs are gathered, the outputs scattered.
@@ -162,6 +164,26 @@ TEST(ScanGenericBatched, LongStridedScanChainsChunks) {
       EXPECT_EQ(ascan::associative_scan(ascan::generic_batched(times), x, 1, {.reverse = reverse}),
                 ascan::associative_scan(ascan::mul, x, 1, {.reverse = reverse}))
           << (reverse ? "reverse" : "forward");
+  });
+}
+
+// Scans longer than a group (4 MiB of rows) continue each group from the previous one's last
+// row: a non-commutative combine (the linear recurrence on slices, +-1 decays), exact in int64,
+// against the pointwise scan; contiguous and strided slices, both directions.
+TEST(ScanGenericBatched, LongScanContinuesAcrossGroups) {
+  const auto a = ref::random_signs({10000, 64}, 44);  // rows of 1 KiB (two leaves): groups of 4096 rows
+  const auto b = Tensor<int64_t>::random({10000, 64}, 45, -9, 9);
+  const auto as = ref::random_signs({3, 9000, 40}, 46);  // strided slices [3, 40]: rows of 1920 bytes
+  const auto bs = Tensor<int64_t>::random({3, 9000, 40}, 47, -9, 9);
+  const auto& slice_linrec = ascan::linear_recurrence;
+  on_threads([&] {
+    for (bool reverse : {false, true}) {
+      SCOPED_TRACE(reverse ? "reverse" : "forward");
+      EXPECT_EQ(ascan::associative_scan(ascan::generic_batched(slice_linrec), std::tuple{a, b}, 0, {.reverse = reverse}),
+                ascan::associative_scan(ascan::linear_recurrence, std::tuple{a, b}, 0, {.reverse = reverse}));
+      EXPECT_EQ(ascan::associative_scan(ascan::generic_batched(slice_linrec), std::tuple{as, bs}, 1, {.reverse = reverse}),
+                ascan::associative_scan(ascan::linear_recurrence, std::tuple{as, bs}, 1, {.reverse = reverse}));
+    }
   });
 }
 
@@ -227,6 +249,27 @@ TEST(ScanGenericBatched, CallsSeeBatchesOfSlices) {
     EXPECT_EQ(batched_pairs.load(), generic_calls.load());
     EXPECT_EQ(single_calls.load(), 2);
     EXPECT_LT(batched_calls.load(), 64);  // 2 log2(T) levels, a few batches each
+  });
+}
+
+// Long scans fold runs side by side: about 2 pairs per element in all (each run folded twice,
+// plus the tree over the runs' totals), in few calls of f on batches of one pair per run.
+TEST(ScanGenericBatched, LongScanCombinesAboutTwoPairsPerElement) {
+  const int64_t T = 65536 + 77;
+  const auto m = signed_permutations({T, 2, 2}, 17);
+  on_threads([&] {
+    std::atomic<int64_t> batched_calls{0}, batched_pairs{0};
+    const auto y = ascan::associative_scan(ascan::generic_batched([&](const auto& a, const auto& b) {
+      if (a.rank() == 3) {
+        ++batched_calls;
+        batched_pairs += a.shape()[0];
+      }
+      return matmul(a, b);
+    }), m, 0);
+    EXPECT_EQ(y, ref::generic(matmul_fn, m, 0));
+    EXPECT_GE(batched_pairs.load(), 2 * (T - 1) - T / 8);
+    EXPECT_LE(batched_pairs.load(), 2 * T + T / 8);
+    EXPECT_LT(batched_calls.load(), 200 * ascan::num_threads());
   });
 }
 

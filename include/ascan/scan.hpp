@@ -10,7 +10,8 @@
 //     same structure with the same slice shapes; leaves may differ in shape but share the scan
 //     length. About 2T calls of f in O(log T) parallel levels.
 //   Batched Generic (ascan::generic_batched(f)): the same tree, f called once per level and thread
-//     on batches of slices ([m, slice...] per leaf); long scans chain chunks scanned in cache.
+//     on batches of slices ([m, slice...] per leaf); long scans fold runs of rows side by side,
+//     a batch of one pair per run.
 // dim may be negative and is resolved against the first leaf. Throws ascan::Error on a bad dim,
 // a leaf of rank <= dim, mismatched scan lengths, incompatible broadcast shapes, and (Generic) a
 // combine result with wrong slice shapes. Misuse visible at compile time is a static_assert.

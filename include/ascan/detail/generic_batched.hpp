@@ -1,13 +1,13 @@
 // generic_batched.hpp — the host scan of batched Generic mode (ascan::generic_batched(f)).
 //
-// The odd/even tree of generic_scan.hpp (the same association, so the same results bitwise, up
-// to one chunk of rows; longer scans chain chunks, below), but each level is one call of f per
-// thread on batches of slices: leaf l of an operand is a
-// contiguous [m, slice_l...] tensor holding the m left (right) slices of the level's pairs, and f
-// returns the m results the same way. The operands are gathered from their rows (the even and odd
-// positions of the level below) with fixed-size copies for small slices, so a chain of 2x2 matrix
-// products costs its arithmetic and about a dozen row copies per element (the tree's levels go
-// through memory) instead of two Tensor calls per element.
+// Up to one chunk of rows, the odd/even tree of generic_scan.hpp (the same association, so the
+// same results bitwise), but each level is one call of f per thread on batches of slices: leaf l
+// of an operand is a contiguous [m, slice_l...] tensor holding the m left (right) slices of the
+// level's pairs, and f returns the m results the same way. The operands are gathered from their
+// rows (the even and odd positions of the level below) with fixed-size copies for small slices,
+// so a chain of 2x2 matrix products costs its arithmetic and about a dozen row copies per element
+// instead of two Tensor calls per element. Longer scans fold runs of rows side by side
+// (scan_interleaved, below): 2 combines and 3 row copies per element.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -69,12 +70,28 @@ void zip_leaves(S& a, const S& b, Fn&& fn) {
   zip_leaves(a, b, fn, l);
 }
 
-// Long scans run in chunks of about kBatchedChunkBytes of slices (all leaves), at least
-// kBatchedChunkMinRows rows (a chunk's tree makes 2 log2(rows) calls of f). Chunks of 128 KiB
-// measured 1.3-1.5x faster than one tree over 65536 4x4 matrices (whose levels go through
-// memory) and 1.4x on two threads for 2x2; 512 KiB and more lost most of it.
+// Scans of up to kBatchedChunkBytes of slices (all leaves), and at least kBatchedChunkMinRows
+// rows, run the tree (Generic mode's association); longer ones fold runs side by side
+// (scan_interleaved). The tree's levels go through memory: a chain of such trees over chunks of
+// 128 KiB measured 1.3-1.5x faster than one tree over 65536 4x4 matrices.
 inline constexpr int64_t kBatchedChunkBytes = int64_t{128} << 10;
 inline constexpr int64_t kBatchedChunkMinRows = 1024;
+// scan_interleaved: runs per group such that one step's batch (all runs) holds about
+// kInterleavedBatchBytes of slices, with at least kInterleavedMinSteps rows per run; groups of
+// kInterleavedGroupBytes of slices; transposes in tiles of kTransposeTileBytes of one step's rows.
+// AMD EPYC VM, T = 65536, two threads, medians of 21 in alternating processes, the chained trees
+// -> runs side by side (gathered operands, 128 KiB batches): double 2x2 0.59-0.96 -> 0.32-0.42
+// ms, double 4x4 2.8-4.2 -> 1.3-2.3, float 2x2 0.30-0.47 -> 0.23-0.31, float 4x4 1.2-2.0 ->
+// 0.44-0.66. Transposing each group once (operands as views) instead of gathering every step's
+// operands and scattering its results: double 4x4 on one thread 2.3-4.1 -> 1.8-1.9 ms (two:
+// 1.3-1.9 -> 1.2-1.3), float 2x2 0.22-0.25 -> 0.18-0.20. Batches of 128 -> 32 KiB (fewer runs:
+// a shorter tree over their totals, which one thread scans): medians of 200, three processes
+// each, double 2x2 0.25-0.33 -> 0.24-0.26 ms, float 2x2 0.19-0.26 -> 0.17-0.18, 4x4 equal
+// within noise (16 KiB: no better).
+inline constexpr int64_t kInterleavedBatchBytes = int64_t{32} << 10;
+inline constexpr int64_t kInterleavedMinSteps = 16;
+inline constexpr int64_t kInterleavedGroupBytes = int64_t{4} << 20;
+inline constexpr int64_t kTransposeTileBytes = 1024;
 
 template <class X>
 struct BatchedGenericScan {
@@ -84,6 +101,13 @@ struct BatchedGenericScan {
   std::string_view where;
   int64_t grain = 1;     // rows per call of f, at least (when a level is split over threads)
   bool parallel = true;  // false inside the workers of a chained scan
+
+  // Bytes of one row of slices, all leaves (at least 1).
+  int64_t row_bytes() const {
+    int64_t r = 0;
+    for (size_t b : slice_bytes) r += static_cast<int64_t>(b);
+    return std::max<int64_t>(r, 1);
+  }
 
   template <class Body>
   void for_range(int64_t n, int64_t g, const Body& body) const {
@@ -257,47 +281,122 @@ struct BatchedGenericScan {
     if (k > 0) apply(f, gather(every(y, 1, 2), k), gather(every(x, 2, 2), k), k, every(y, 2, 2));
   }
 
-  // Long sequences: chunks of `chunk` rows, each scanned by the tree while it is in cache (the
-  // tree alone sweeps every level through memory), chained in order: a chunk's last row combines
-  // the previous chunk's final last row and is published, then the chunk's other rows combine it
-  // too (one batch). Chunks go to the threads; the association depends on n and the chunk length
-  // only, so results do not depend on the thread count.
+  // Long scans (more rows than one chunk of the tree, above) go in groups of rows that stay in
+  // the last-level cache, each continuing from the previous group's last row. A group is cut into
+  // runs of K consecutive rows (the last one shorter), scanned side by side: step k combines
+  // every run's prefix with its row k in one call of f, a batch of one pair per run, the runs
+  // split over the threads. A first pass folds the runs but the last into their totals; the tree
+  // scans the totals; a second pass folds every run again from what precedes it (the carry into
+  // the group combined with the totals of the runs before it) and writes its rows. The group is
+  // transposed to step-major rows once, so each step's operands are views, and the second pass's
+  // results are transposed back into y: each element costs 2 combines and 2 row copies, where a
+  // chain of trees over cache-sized chunks costs 3 combines (the tree's 2, the chunk's carry)
+  // and about a dozen copies (each level gathers its operands and copies its results). The
+  // association depends on n and the constants only, not on the thread count.
   template <class F>
-  void scan_chained(const F& f, const std::vector<RowSet>& x, int64_t n, const std::vector<RowSet>& y,
-                    int64_t chunk) const {
-    const int64_t chunks = (n + chunk - 1) / chunk;
-    std::vector<std::atomic<uint8_t>> done(static_cast<size_t>(chunks));
-    std::atomic<int64_t> next{0};
-    std::atomic<bool> failed{false};
+  void scan_interleaved(const F& f, const std::vector<RowSet>& x, int64_t n, const std::vector<RowSet>& y) const {
+    const int64_t group = std::max(kInterleavedGroupBytes / row_bytes(), 2 * kInterleavedMinSteps);
+    std::optional<X> carry;  // the last row of the groups before
+    for (int64_t g0 = 0; g0 < n; g0 += group) {
+      const int64_t len = std::min(group, n - g0);
+      const int64_t runs = std::clamp<int64_t>(kInterleavedBatchBytes / row_bytes(), 1, len / kInterleavedMinSteps);
+      scan_runs(f, every(x, g0, 1), len, every(y, g0, 1), runs, carry ? &*carry : nullptr, g0 == 0);
+      carry = gather(every(y, g0 + len - 1, 1), 1);
+    }
+  }
+
+  // One group of scan_interleaved: rows [0, n) of x into y, after `carry` (one row) if given.
+  template <class F>
+  void scan_runs(const F& f, const std::vector<RowSet>& x, int64_t n, const std::vector<RowSet>& y, int64_t runs,
+                 const X* carry, bool top) const {
+    // Rows per run, odd: with a power-of-two stride between the runs' rows the rows of one step
+    // (a tile's, in the transposes) would map to few cache sets.
+    const int64_t K = (n + runs - 1) / runs | 1;
+    const int64_t C = (n + K - 1) / K;  // runs, the last of n - (C - 1) K rows
+    const int64_t last_len = n - (C - 1) * K;
     BatchedGenericScan serial = *this;
     serial.parallel = false;
-    const int workers = static_cast<int>(std::min<int64_t>(num_threads(), chunks));
-    run_workers(workers, [&](int) {
-      while (!failed.load(std::memory_order_relaxed)) {
-        const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
-        if (c >= chunks) return;
-        try {
-          const int64_t b = c * chunk, len = std::min(chunk, n - b);
-          const std::vector<RowSet> yc = every(y, b, 1);
-          serial.scan(f, every(x, b, 1), len, yc, c == 0);
-          if (c > 0) {
-            if (!wait_published(done[c - 1], failed)) return;
-            X carry = serial.gather(every(y, b - 1, 1), 1);  // y_{b-1}, final once published
-            const std::vector<RowSet> last = every(yc, len - 1, 1);
-            serial.apply(f, carry, serial.gather(last, 1), 1, last);
-            done[c].store(1, std::memory_order_release);
-            if (len > 1) {
-              X carries = serial.alloc(len - 1);
-              serial.copy(rows_of(carries), every(rows_of(carry), 0, 0), len - 1);
-              serial.apply(f, carries, serial.gather(yc, len - 1), len - 1, yc);
-            }
-          } else {
-            done[c].store(1, std::memory_order_release);
-          }
-        } catch (...) {
-          failed.store(true);
-          throw;
-        }
+    const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(num_threads(), C / 8));
+    const auto split = [&](int64_t count, const auto& body) {  // one range of runs per worker
+      if (count == 0) return;
+      if (parallel && workers > 1) parallel_for(count, (count + workers - 1) / workers, body);
+      else body(0, count);
+    };
+    // Rows of run c that hold step k: all but the last run's past its length.
+    const auto held = [&](int64_t c0, int64_t c1, int64_t k) { return c1 == C && k >= last_len ? c1 - c0 - 1 : c1 - c0; };
+    // Tiles of runs for the transposes below: a tile's rows of one step are contiguous on one side.
+    const int64_t tile = std::max<int64_t>(4, kTransposeTileBytes / row_bytes());
+    // Pass 1: x transposed to step-major rows (row k C + c = row k of run c), so that each step's
+    // operands are a view; then the totals of runs [0, C - 1) (all K rows long).
+    X xt = alloc(K * C);
+    const std::vector<RowSet> xt_rows = rows_of(xt);
+    X totals = alloc(C - 1);
+    const std::vector<RowSet> total_rows = rows_of(totals);
+    split(C, [&](int64_t c0, int64_t c1) {
+      for (int64_t t0 = c0; t0 < c1; t0 += tile) {
+        const int64_t t1 = std::min(c1, t0 + tile);
+        for (int64_t k = 0; k < K; ++k)
+          for (size_t l = 0; l < x.size(); ++l)
+            copy_rows(xt_rows[l].every(k * C + t0, 1), x[l].every(t0 * K + k, K), held(t0, t1, k));
+      }
+      const int64_t m = std::min(c1, C - 1) - c0;
+      if (m <= 0) return;
+      X acc = view_rows(xt, c0, c0 + m);
+      for (int64_t k = 1; k < K; ++k) {
+        const X b = view_rows(xt, k * C + c0, k * C + c0 + m);
+        X r = f(acc, b);
+        check(r, m);
+        if (top && c0 == 0 && k == 1) verify(f, acc, b, r, m);
+        acc = std::move(r);
+      }
+      serial.copy(every(total_rows, c0, 1), rows_of(acc), m);
+    });
+    // What run c starts from: row c of `starts` (the carry, then the carry combined with the
+    // totals' inclusive scan), or without a carry row c - 1 of the totals' scan (run 0 from
+    // nothing).
+    const int64_t shift = carry ? 0 : 1;
+    X starts = alloc(C - shift);
+    if (carry) {
+      serial.copy(rows_of(starts), rows_of(*carry), 1);
+      if (C > 1) {
+        X prefix = alloc(C - 1);
+        scan(f, total_rows, C - 1, rows_of(prefix), false);
+        X carries = alloc(C - 1);
+        copy(rows_of(carries), every(rows_of(*carry), 0, 0), C - 1);
+        apply(f, carries, prefix, C - 1, every(rows_of(starts), 1, 1));
+      }
+    } else {
+      scan(f, total_rows, C - 1, rows_of(starts), false);
+    }
+    // Pass 2: every run from what precedes it; each step's results are kept and written to y
+    // transposed back, a tile of runs at a time.
+    split(C, [&](int64_t c0, int64_t c1) {
+      const int64_t m = c1 - c0;
+      std::vector<X> steps;  // step k: rows for runs [c0, c0 + held(c0, c1, k))
+      steps.reserve(static_cast<size_t>(K));
+      steps.push_back(serial.alloc(m));  // step 0: run 0's row 0 as it is (without a carry), the others after their start
+      const int64_t first = std::max<int64_t>(c0, shift);  // the first run with a start
+      if (first > c0) serial.copy(rows_of(steps[0]), xt_rows, 1);
+      if (first < c1) {
+        const X r = f(view_rows(starts, first - shift, c1 - shift), view_rows(xt, first, c1));
+        check(r, c1 - first);
+        serial.copy(every(rows_of(steps[0]), first - c0, 1), rows_of(r), c1 - first);
+      }
+      for (int64_t k = 1; k < K; ++k) {
+        const int64_t h = held(c0, c1, k);
+        if (h == 0) break;
+        const X& acc = steps.back();
+        X r = f(h == m ? acc : view_rows(acc, 0, h), view_rows(xt, k * C + c0, k * C + c0 + h));
+        check(r, h);
+        steps.push_back(std::move(r));
+      }
+      std::vector<std::vector<RowSet>> step_rows;
+      for (const X& r : steps) step_rows.push_back(rows_of(r));
+      for (int64_t t0 = c0; t0 < c1; t0 += tile) {
+        const int64_t t1 = std::min(c1, t0 + tile);
+        for (int64_t k = 0; k < static_cast<int64_t>(steps.size()); ++k)
+          for (size_t l = 0; l < y.size(); ++l)
+            copy_rows(y[l].every(t0 * K + k, K), step_rows[k][l].every(t0 - c0, 1), held(t0, t1, k));
       }
     });
   }
@@ -345,10 +444,8 @@ void generic_batched_scan(const F& f, const X& blank, const Leaves& xs, const Le
     }
   });
   scanner.grain = std::max<int64_t>(16, 16384 / std::max<int64_t>(slice_elems, 1));
-  int64_t row_bytes = 0;
-  for (size_t b : scanner.slice_bytes) row_bytes += static_cast<int64_t>(b);
-  const int64_t chunk = std::max<int64_t>(kBatchedChunkMinRows, kBatchedChunkBytes / std::max<int64_t>(row_bytes, 1));
-  if (T_len > chunk) scanner.scan_chained(f, in_rows, T_len, out_rows, chunk);
+  const int64_t chunk = std::max<int64_t>(kBatchedChunkMinRows, kBatchedChunkBytes / scanner.row_bytes());
+  if (T_len > chunk) scanner.scan_interleaved(f, in_rows, T_len, out_rows);
   else scanner.scan(f, in_rows, T_len, out_rows, true);
   zip_leaves(out_blocks, ys, [&](size_t l, const auto&, const auto& y) {
     if (!strided_out[l]) return;
