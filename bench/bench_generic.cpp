@@ -4,7 +4,8 @@
 // Per case "<type>/<N>x<N>/<impl>":
 //   tree_1t      ascan::associative_scan(ascan::generic(matmul), xs, 0, {}, ys) on 1 thread
 //   tree_all     the same on all threads (the default thread count of the process)
-//   batched_1t   ascan::generic_batched(matmul): the same tree, one call per level on batches, 1 thread
+//   batched_1t   ascan::generic_batched(matmul): f on batches of slices (at this length runs of
+//                rows folded side by side, one call per step), 1 thread
 //   batched_all  the same on all threads
 //   tensor_loop  y_t = g(y_{t-1}, x_t) on Tensor slices: select() from the input, results copied
 //                into an output tensor, as a user writes the recurrence without the scan

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -85,12 +86,16 @@ inline constexpr int64_t kBatchedChunkMinRows = 1024;
 // 0.44-0.66. Transposing each group once (operands as views) instead of gathering every step's
 // operands and scattering its results: double 4x4 on one thread 2.3-4.1 -> 1.8-1.9 ms (two:
 // 1.3-1.9 -> 1.2-1.3), float 2x2 0.22-0.25 -> 0.18-0.20. Batches of 128 -> 32 KiB (fewer runs:
-// a shorter tree over their totals, which one thread scans): medians of 200, three processes
-// each, double 2x2 0.25-0.33 -> 0.24-0.26 ms, float 2x2 0.19-0.26 -> 0.17-0.18, 4x4 equal
-// within noise (16 KiB: no better).
-inline constexpr int64_t kInterleavedBatchBytes = int64_t{32} << 10;
+// a shorter tree over their totals): medians of 200, three processes each, double 2x2 0.25-0.33
+// -> 0.24-0.26 ms, float 2x2 0.19-0.26 -> 0.17-0.18, 4x4 equal within noise. Those groups were
+// 4 MiB, each scanned by all threads in three parallel regions (pass 1, the tree on one thread,
+// pass 2), and groups of 1 MiB or less ran up to twice as slow (a region's wake-ups per group);
+// groups of 256 KiB, each on one thread and chained (medians of 200, three alternating
+// processes): double 2x2 0.31-0.33 -> 0.24-0.28 ms, the others equal within noise. Groups of
+// 128 KiB - 1 MiB and batches of 8 - 32 KiB measured the same within noise then.
+inline constexpr int64_t kInterleavedBatchBytes = int64_t{16} << 10;
 inline constexpr int64_t kInterleavedMinSteps = 16;
-inline constexpr int64_t kInterleavedGroupBytes = int64_t{4} << 20;
+inline constexpr int64_t kInterleavedGroupBytes = int64_t{256} << 10;
 inline constexpr int64_t kTransposeTileBytes = 1024;
 
 template <class X>
@@ -282,123 +287,148 @@ struct BatchedGenericScan {
   }
 
   // Long scans (more rows than one chunk of the tree, above) go in groups of rows that stay in
-  // the last-level cache, each continuing from the previous group's last row. A group is cut into
-  // runs of K consecutive rows (the last one shorter), scanned side by side: step k combines
-  // every run's prefix with its row k in one call of f, a batch of one pair per run, the runs
-  // split over the threads. A first pass folds the runs but the last into their totals; the tree
-  // scans the totals; a second pass folds every run again from what precedes it (the carry into
-  // the group combined with the totals of the runs before it) and writes its rows. The group is
-  // transposed to step-major rows once, so each step's operands are views, and the second pass's
-  // results are transposed back into y: each element costs 2 combines and 2 row copies, where a
-  // chain of trees over cache-sized chunks costs 3 combines (the tree's 2, the chunk's carry)
-  // and about a dozen copies (each level gathers its operands and copies its results). The
-  // association depends on n and the constants only, not on the thread count.
+  // a core's cache. A group is cut into runs of K consecutive rows (the last one shorter),
+  // scanned side by side: step k combines every run's prefix with its row k in one call of f, a
+  // batch of one pair per run. A first pass folds the runs into their totals and the tree scans
+  // them (its last row is the group's total); a second pass folds every run again from what
+  // precedes it (the carry into the group combined with the totals of the runs before it) and
+  // writes its rows. The group is transposed to step-major rows once, so each step's operands
+  // are views, and the second pass's results are transposed back into y: each element costs 2
+  // combines and 2 row copies, where a chain of trees over cache-sized chunks costs 3 combines
+  // (the tree's 2, the chunk's carry) and about a dozen copies (each level gathers its operands
+  // and copies its results). Groups go to the threads in order, each scanned by one; a group
+  // publishes its carry out (the carry in combined with its total) as soon as its first pass
+  // and tree are done, so a group waits for its predecessor only between its passes and the
+  // chain costs one combine per group. The association depends on n and the constants only,
+  // not on the thread count.
   template <class F>
   void scan_interleaved(const F& f, const std::vector<RowSet>& x, int64_t n, const std::vector<RowSet>& y) const {
     const int64_t group = std::max(kInterleavedGroupBytes / row_bytes(), 2 * kInterleavedMinSteps);
-    std::optional<X> carry;  // the last row of the groups before
-    for (int64_t g0 = 0; g0 < n; g0 += group) {
-      const int64_t len = std::min(group, n - g0);
-      const int64_t runs = std::clamp<int64_t>(kInterleavedBatchBytes / row_bytes(), 1, len / kInterleavedMinSteps);
-      scan_runs(f, every(x, g0, 1), len, every(y, g0, 1), runs, carry ? &*carry : nullptr, g0 == 0);
-      carry = gather(every(y, g0 + len - 1, 1), 1);
-    }
-  }
-
-  // One group of scan_interleaved: rows [0, n) of x into y, after `carry` (one row) if given.
-  template <class F>
-  void scan_runs(const F& f, const std::vector<RowSet>& x, int64_t n, const std::vector<RowSet>& y, int64_t runs,
-                 const X* carry, bool top) const {
-    // Rows per run, odd: with a power-of-two stride between the runs' rows the rows of one step
-    // (a tile's, in the transposes) would map to few cache sets.
-    const int64_t K = (n + runs - 1) / runs | 1;
-    const int64_t C = (n + K - 1) / K;  // runs, the last of n - (C - 1) K rows
-    const int64_t last_len = n - (C - 1) * K;
+    const int64_t groups = (n + group - 1) / group;
+    std::vector<std::atomic<uint8_t>> done(static_cast<size_t>(groups));
+    std::vector<X> carry_out(static_cast<size_t>(groups));  // the scan's row at the group's end
+    std::atomic<int64_t> next{0};
+    std::atomic<bool> failed{false};
     BatchedGenericScan serial = *this;
     serial.parallel = false;
-    const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(num_threads(), C / 8));
-    const auto split = [&](int64_t count, const auto& body) {  // one range of runs per worker
-      if (count == 0) return;
-      if (parallel && workers > 1) parallel_for(count, (count + workers - 1) / workers, body);
-      else body(0, count);
-    };
-    // Rows of run c that hold step k: all but the last run's past its length.
-    const auto held = [&](int64_t c0, int64_t c1, int64_t k) { return c1 == C && k >= last_len ? c1 - c0 - 1 : c1 - c0; };
-    // Tiles of runs for the transposes below: a tile's rows of one step are contiguous on one side.
+    const int workers = static_cast<int>(std::min<int64_t>(parallel ? num_threads() : 1, groups));
+    run_workers(workers, [&](int) {
+      while (!failed.load(std::memory_order_relaxed)) {
+        const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
+        if (g >= groups) return;
+        try {
+          const int64_t g0 = g * group, len = std::min(group, n - g0);
+          const int64_t runs = std::clamp<int64_t>(kInterleavedBatchBytes / row_bytes(), 1,
+                                                     std::max<int64_t>(1, len / kInterleavedMinSteps));
+          // Called between the passes with the group's total: the carry into the group (null
+          // for the first), its own carry out published.
+          const auto chain = [&](const X& total) -> const X* {
+            if (g == 0) {
+              carry_out[0] = total;
+            } else {
+              if (!wait_published(done[g - 1], failed)) return nullptr;
+              carry_out[g] = f(carry_out[g - 1], total);
+              check(carry_out[g], 1);
+            }
+            done[g].store(1, std::memory_order_release);
+            return g == 0 ? nullptr : &carry_out[g - 1];
+          };
+          if (!serial.scan_runs(f, every(x, g0, 1), len, every(y, g0, 1), runs, chain, g == 0)) return;
+        } catch (...) {
+          failed.store(true);
+          throw;
+        }
+      }
+    });
+  }
+
+  // One group of scan_interleaved, on this thread: rows [0, n) of x into y. chain(total) takes
+  // the group's total (one row) and returns the carry into the group (null: none), or false
+  // from the scan when the chain failed elsewhere.
+  template <class F, class Chain>
+  bool scan_runs(const F& f, const std::vector<RowSet>& x, int64_t n, const std::vector<RowSet>& y, int64_t runs,
+                 const Chain& chain, bool top) const {
+    // Rows per run, odd: with a power-of-two stride between the runs' rows the rows of one step
+    // of a tile (in the transposes) would map to few cache sets.
+    const int64_t K = std::min((n + runs - 1) / runs | 1, n);
+    const int64_t C = (n + K - 1) / K;  // runs, the last of n - (C - 1) K rows (only it may end early)
+    const int64_t last_len = n - (C - 1) * K;
+    // Runs that hold step k: all but the last one past its length.
+    const auto held = [&](int64_t k) { return k >= last_len ? C - 1 : C; };
+    // Tiles of runs for the transposes: a tile's rows of one step are contiguous on one side.
     const int64_t tile = std::max<int64_t>(4, kTransposeTileBytes / row_bytes());
-    // Pass 1: x transposed to step-major rows (row k C + c = row k of run c), so that each step's
-    // operands are a view; then the totals of runs [0, C - 1) (all K rows long).
+    // x transposed to step-major rows: row k C + c is row k of run c.
     X xt = alloc(K * C);
     const std::vector<RowSet> xt_rows = rows_of(xt);
-    X totals = alloc(C - 1);
+    for (int64_t t0 = 0; t0 < C; t0 += tile) {
+      const int64_t t1 = std::min(C, t0 + tile);
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t rows = k >= last_len && t1 == C ? t1 - t0 - 1 : t1 - t0;
+        for (size_t l = 0; l < x.size(); ++l) copy_rows(xt_rows[l].every(k * C + t0, 1), x[l].every(t0 * K + k, K), rows);
+      }
+    }
+    // Pass 1: the runs' totals (the last run's when it ends), then their inclusive scan.
+    X totals = alloc(C);
     const std::vector<RowSet> total_rows = rows_of(totals);
-    split(C, [&](int64_t c0, int64_t c1) {
-      for (int64_t t0 = c0; t0 < c1; t0 += tile) {
-        const int64_t t1 = std::min(c1, t0 + tile);
-        for (int64_t k = 0; k < K; ++k)
-          for (size_t l = 0; l < x.size(); ++l)
-            copy_rows(xt_rows[l].every(k * C + t0, 1), x[l].every(t0 * K + k, K), held(t0, t1, k));
-      }
-      const int64_t m = std::min(c1, C - 1) - c0;
-      if (m <= 0) return;
-      X acc = view_rows(xt, c0, c0 + m);
-      for (int64_t k = 1; k < K; ++k) {
-        const X b = view_rows(xt, k * C + c0, k * C + c0 + m);
-        X r = f(acc, b);
-        check(r, m);
-        if (top && c0 == 0 && k == 1) verify(f, acc, b, r, m);
-        acc = std::move(r);
-      }
-      serial.copy(every(total_rows, c0, 1), rows_of(acc), m);
-    });
+    X acc = view_rows(xt, 0, C);
+    for (int64_t k = 1; k < K; ++k) {
+      const int64_t h = held(k);
+      if (h < held(k - 1)) copy(every(total_rows, C - 1, 1), every(rows_of(acc), C - 1, 1), 1);
+      const X b = view_rows(xt, k * C, k * C + h);
+      X r = f(h == held(k - 1) ? acc : view_rows(acc, 0, h), b);
+      check(r, h);
+      if (top && k == 1) verify(f, view_rows(acc, 0, h), b, r, h);
+      acc = std::move(r);
+    }
+    copy(total_rows, rows_of(acc), held(K - 1));
+    X prefix = alloc(C);
+    const std::vector<RowSet> prefix_rows = rows_of(prefix);
+    scan(f, total_rows, C, prefix_rows, false);
+    const X* carry = chain(view_rows(prefix, C - 1, C));
+    if (carry == nullptr && !top) return false;  // (the first group has no carry, the others failed)
     // What run c starts from: row c of `starts` (the carry, then the carry combined with the
-    // totals' inclusive scan), or without a carry row c - 1 of the totals' scan (run 0 from
-    // nothing).
+    // prefixes), or without a carry row c - 1 of the prefixes (run 0 from nothing).
     const int64_t shift = carry ? 0 : 1;
-    X starts = alloc(C - shift);
+    X starts;
     if (carry) {
-      serial.copy(rows_of(starts), rows_of(*carry), 1);
+      starts = alloc(C);
+      copy(rows_of(starts), rows_of(*carry), 1);
       if (C > 1) {
-        X prefix = alloc(C - 1);
-        scan(f, total_rows, C - 1, rows_of(prefix), false);
         X carries = alloc(C - 1);
         copy(rows_of(carries), every(rows_of(*carry), 0, 0), C - 1);
-        apply(f, carries, prefix, C - 1, every(rows_of(starts), 1, 1));
+        apply(f, carries, view_rows(prefix, 0, C - 1), C - 1, every(rows_of(starts), 1, 1));
       }
     } else {
-      scan(f, total_rows, C - 1, rows_of(starts), false);
+      starts = view_rows(prefix, 0, C - 1);
     }
-    // Pass 2: every run from what precedes it; each step's results are kept and written to y
-    // transposed back, a tile of runs at a time.
-    split(C, [&](int64_t c0, int64_t c1) {
-      const int64_t m = c1 - c0;
-      std::vector<X> steps;  // step k: rows for runs [c0, c0 + held(c0, c1, k))
-      steps.reserve(static_cast<size_t>(K));
-      steps.push_back(serial.alloc(m));  // step 0: run 0's row 0 as it is (without a carry), the others after their start
-      const int64_t first = std::max<int64_t>(c0, shift);  // the first run with a start
-      if (first > c0) serial.copy(rows_of(steps[0]), xt_rows, 1);
-      if (first < c1) {
-        const X r = f(view_rows(starts, first - shift, c1 - shift), view_rows(xt, first, c1));
-        check(r, c1 - first);
-        serial.copy(every(rows_of(steps[0]), first - c0, 1), rows_of(r), c1 - first);
+    // Pass 2: every run from what precedes it; each step's results are kept, then written to y
+    // transposed back.
+    std::vector<X> steps;  // step k: rows for runs [0, held(k))
+    steps.reserve(static_cast<size_t>(K));
+    steps.push_back(alloc(C));
+    if (!carry) copy(rows_of(steps[0]), xt_rows, 1);  // run 0's row 0 as it is
+    if (C > shift) {
+      const X r = f(starts, view_rows(xt, shift, C));
+      check(r, C - shift);
+      copy(every(rows_of(steps[0]), shift, 1), rows_of(r), C - shift);
+    }
+    for (int64_t k = 1; k < K; ++k) {
+      const int64_t h = held(k);
+      const X& prev = steps.back();
+      X r = f(h == held(k - 1) ? prev : view_rows(prev, 0, h), view_rows(xt, k * C, k * C + h));
+      check(r, h);
+      steps.push_back(std::move(r));
+    }
+    std::vector<std::vector<RowSet>> step_rows;
+    for (const X& r : steps) step_rows.push_back(rows_of(r));
+    for (int64_t t0 = 0; t0 < C; t0 += tile) {
+      const int64_t t1 = std::min(C, t0 + tile);
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t rows = k >= last_len && t1 == C ? t1 - t0 - 1 : t1 - t0;
+        for (size_t l = 0; l < y.size(); ++l) copy_rows(y[l].every(t0 * K + k, K), step_rows[k][l].every(t0, 1), rows);
       }
-      for (int64_t k = 1; k < K; ++k) {
-        const int64_t h = held(c0, c1, k);
-        if (h == 0) break;
-        const X& acc = steps.back();
-        X r = f(h == m ? acc : view_rows(acc, 0, h), view_rows(xt, k * C + c0, k * C + c0 + h));
-        check(r, h);
-        steps.push_back(std::move(r));
-      }
-      std::vector<std::vector<RowSet>> step_rows;
-      for (const X& r : steps) step_rows.push_back(rows_of(r));
-      for (int64_t t0 = c0; t0 < c1; t0 += tile) {
-        const int64_t t1 = std::min(c1, t0 + tile);
-        for (int64_t k = 0; k < static_cast<int64_t>(steps.size()); ++k)
-          for (size_t l = 0; l < y.size(); ++l)
-            copy_rows(y[l].every(t0 * K + k, K), step_rows[k][l].every(t0 - c0, 1), held(t0, t1, k));
-      }
-    });
+    }
+    return true;
   }
 };
 
