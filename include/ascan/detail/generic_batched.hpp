@@ -7,7 +7,7 @@
 // rows (the even and odd positions of the level below) with fixed-size copies for small slices,
 // so a chain of 2x2 matrix products costs its arithmetic and about a dozen row copies per element
 // instead of two Tensor calls per element. Longer scans fold runs of rows side by side
-// (scan_interleaved, below): 2 combines and 3 row copies per element.
+// (scan_interleaved, below): 2 combines and 2 row copies per element.
 #pragma once
 
 #include <algorithm>
@@ -16,7 +16,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <optional>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -355,18 +354,22 @@ struct BatchedGenericScan {
     const int64_t last_len = n - (C - 1) * K;
     // Runs that hold step k: all but the last one past its length.
     const auto held = [&](int64_t k) { return k >= last_len ? C - 1 : C; };
-    // Tiles of runs for the transposes: a tile's rows of one step are contiguous on one side.
+    // The transposes between run-major rows (row c K + k of the group is row k of run c) and
+    // step-major ones, in tiles of runs: copy(t0, k, rows) moves step k of runs [t0, t0 + rows),
+    // contiguous rows on the step-major side.
     const int64_t tile = std::max<int64_t>(4, kTransposeTileBytes / row_bytes());
+    const auto transpose = [&](const auto& copy) {
+      for (int64_t t0 = 0; t0 < C; t0 += tile) {
+        const int64_t t1 = std::min(C, t0 + tile);
+        for (int64_t k = 0; k < K; ++k) copy(t0, k, k >= last_len && t1 == C ? t1 - t0 - 1 : t1 - t0);
+      }
+    };
     // x transposed to step-major rows: row k C + c is row k of run c.
     X xt = alloc(K * C);
     const std::vector<RowSet> xt_rows = rows_of(xt);
-    for (int64_t t0 = 0; t0 < C; t0 += tile) {
-      const int64_t t1 = std::min(C, t0 + tile);
-      for (int64_t k = 0; k < K; ++k) {
-        const int64_t rows = k >= last_len && t1 == C ? t1 - t0 - 1 : t1 - t0;
-        for (size_t l = 0; l < x.size(); ++l) copy_rows(xt_rows[l].every(k * C + t0, 1), x[l].every(t0 * K + k, K), rows);
-      }
-    }
+    transpose([&](int64_t t0, int64_t k, int64_t rows) {
+      for (size_t l = 0; l < x.size(); ++l) copy_rows(xt_rows[l].every(k * C + t0, 1), x[l].every(t0 * K + k, K), rows);
+    });
     // Pass 1: the runs' totals (the last run's when it ends), then their inclusive scan.
     X totals = alloc(C);
     const std::vector<RowSet> total_rows = rows_of(totals);
@@ -421,13 +424,9 @@ struct BatchedGenericScan {
     }
     std::vector<std::vector<RowSet>> step_rows;
     for (const X& r : steps) step_rows.push_back(rows_of(r));
-    for (int64_t t0 = 0; t0 < C; t0 += tile) {
-      const int64_t t1 = std::min(C, t0 + tile);
-      for (int64_t k = 0; k < K; ++k) {
-        const int64_t rows = k >= last_len && t1 == C ? t1 - t0 - 1 : t1 - t0;
-        for (size_t l = 0; l < y.size(); ++l) copy_rows(y[l].every(t0 * K + k, K), step_rows[k][l].every(t0, 1), rows);
-      }
-    }
+    transpose([&](int64_t t0, int64_t k, int64_t rows) {
+      for (size_t l = 0; l < y.size(); ++l) copy_rows(y[l].every(t0 * K + k, K), step_rows[k][l].every(t0, 1), rows);
+    });
     return true;
   }
 };
