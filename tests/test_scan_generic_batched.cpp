@@ -129,10 +129,10 @@ INSTANTIATE_TEST_SUITE_P(Sizes, BatchedLength,
                                            5,      // odd at two levels of the tree
                                            33,     // one past a power of two
                                            1000,   // many levels
-                                           4100,   // runs side by side (past 4096 rows of 32 bytes), the last one short
+                                           4100,   // runs side by side (past 4096 rows of 32 bytes): 242 of 17 rows, the last of 3
                                            16389,  // two groups of 8192 rows and one of 5 (a single run)
-                                           20000,  // runs of 16 rows, split over the threads
-                                           20001), // runs of 17 rows, the last one of 9
+                                           20000,  // groups of 8192 rows on the threads, the last of 3616 (its last run of 12)
+                                           20001), // the last group's last run of 13
                          [](const auto& info) { return fmt::format("T{}", info.param); });
 
 // Strided slices (the scan dim not outermost): the inputs are gathered, the outputs scattered.
@@ -168,13 +168,13 @@ TEST(ScanGenericBatched, LongStridedScanChainsChunks) {
   });
 }
 
-// Scans longer than a group (4 MiB of rows) continue each group from the previous one's last
+// Scans longer than a group (256 KiB of rows) continue each group from the previous one's last
 // row: a non-commutative combine (the linear recurrence on slices, +-1 decays), exact in int64,
 // against the pointwise scan; contiguous and strided slices, both directions.
 TEST(ScanGenericBatched, LongScanContinuesAcrossGroups) {
-  const auto a = ref::random_signs({10000, 64}, 44);  // rows of 1 KiB (two leaves): groups of 4096 rows
+  const auto a = ref::random_signs({10000, 64}, 44);  // rows of 1 KiB (two leaves): 40 groups of 256 rows
   const auto b = Tensor<int64_t>::random({10000, 64}, 45, -9, 9);
-  const auto as = ref::random_signs({3, 9000, 40}, 46);  // strided slices [3, 40]: rows of 1920 bytes
+  const auto as = ref::random_signs({3, 9000, 40}, 46);  // strided slices [3, 40]: rows of 1920 bytes, 67 groups
   const auto bs = Tensor<int64_t>::random({3, 9000, 40}, 47, -9, 9);
   const auto& slice_linrec = ascan::linear_recurrence;
   on_threads([&] {
