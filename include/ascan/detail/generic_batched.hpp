@@ -319,18 +319,19 @@ struct BatchedGenericScan {
           const int64_t g0 = g * group, len = std::min(group, n - g0);
           const int64_t runs = std::clamp<int64_t>(kInterleavedBatchBytes / row_bytes(), 1,
                                                      std::max<int64_t>(1, len / kInterleavedMinSteps));
-          // Called between the passes with the group's total: the carry into the group (null
-          // for the first), its own carry out published.
-          const auto chain = [&](const X& total) -> const X* {
+          // Called between the passes with the group's total: publishes the group's carry out
+          // and sets the carry into it (null for the first); false when another group failed.
+          const auto chain = [&](const X& total, const X*& carry) {
             if (g == 0) {
               carry_out[0] = total;
             } else {
-              if (!wait_published(done[g - 1], failed)) return nullptr;
+              if (!wait_published(done[g - 1], failed)) return false;
               carry_out[g] = f(carry_out[g - 1], total);
               check(carry_out[g], 1);
+              carry = &carry_out[g - 1];
             }
             done[g].store(1, std::memory_order_release);
-            return g == 0 ? nullptr : &carry_out[g - 1];
+            return true;
           };
           if (!serial.scan_runs(f, every(x, g0, 1), len, every(y, g0, 1), runs, chain, g == 0)) return;
         } catch (...) {
@@ -341,9 +342,9 @@ struct BatchedGenericScan {
     });
   }
 
-  // One group of scan_interleaved, on this thread: rows [0, n) of x into y. chain(total) takes
-  // the group's total (one row) and returns the carry into the group (null: none), or false
-  // from the scan when the chain failed elsewhere.
+  // One group of scan_interleaved, on this thread: rows [0, n) of x into y. chain(total, carry)
+  // takes the group's total (one row) and sets the carry into the group (null: none); false from
+  // it (the chain failed elsewhere) ends the scan with false.
   template <class F, class Chain>
   bool scan_runs(const F& f, const std::vector<RowSet>& x, int64_t n, const std::vector<RowSet>& y, int64_t runs,
                  const Chain& chain, bool top) const {
@@ -370,6 +371,14 @@ struct BatchedGenericScan {
     transpose([&](int64_t t0, int64_t k, int64_t rows) {
       for (size_t l = 0; l < x.size(); ++l) copy_rows(xt_rows[l].every(k * C + t0, 1), x[l].every(t0 * K + k, K), rows);
     });
+    // Step k of both passes: the runs' prefixes through step k - 1 (held(k - 1) rows) combined
+    // with their rows k.
+    const auto fold_step = [&](const X& prev, int64_t k) {
+      const int64_t h = held(k);
+      X r = f(h == held(k - 1) ? prev : view_rows(prev, 0, h), view_rows(xt, k * C, k * C + h));
+      check(r, h);
+      return r;
+    };
     // Pass 1: the runs' totals (the last run's when it ends), then their inclusive scan.
     X totals = alloc(C);
     const std::vector<RowSet> total_rows = rows_of(totals);
@@ -377,21 +386,17 @@ struct BatchedGenericScan {
     for (int64_t k = 1; k < K; ++k) {
       const int64_t h = held(k);
       if (h < held(k - 1)) copy(every(total_rows, C - 1, 1), every(rows_of(acc), C - 1, 1), 1);
-      const X b = view_rows(xt, k * C, k * C + h);
-      X r = f(h == held(k - 1) ? acc : view_rows(acc, 0, h), b);
-      check(r, h);
-      if (top && k == 1) verify(f, view_rows(acc, 0, h), b, r, h);
+      X r = fold_step(acc, k);
+      if (top && k == 1) verify(f, view_rows(acc, 0, h), view_rows(xt, C, C + h), r, h);
       acc = std::move(r);
     }
     copy(total_rows, rows_of(acc), held(K - 1));
     X prefix = alloc(C);
-    const std::vector<RowSet> prefix_rows = rows_of(prefix);
-    scan(f, total_rows, C, prefix_rows, false);
-    const X* carry = chain(view_rows(prefix, C - 1, C));
-    if (carry == nullptr && !top) return false;  // (the first group has no carry, the others failed)
+    scan(f, total_rows, C, rows_of(prefix), false);
+    const X* carry = nullptr;
+    if (!chain(view_rows(prefix, C - 1, C), carry)) return false;
     // What run c starts from: row c of `starts` (the carry, then the carry combined with the
     // prefixes), or without a carry row c - 1 of the prefixes (run 0 from nothing).
-    const int64_t shift = carry ? 0 : 1;
     X starts;
     if (carry) {
       starts = alloc(C);
@@ -408,20 +413,19 @@ struct BatchedGenericScan {
     // transposed back.
     std::vector<X> steps;  // step k: rows for runs [0, held(k))
     steps.reserve(static_cast<size_t>(K));
-    steps.push_back(alloc(C));
-    if (!carry) copy(rows_of(steps[0]), xt_rows, 1);  // run 0's row 0 as it is
-    if (C > shift) {
-      const X r = f(starts, view_rows(xt, shift, C));
-      check(r, C - shift);
-      copy(every(rows_of(steps[0]), shift, 1), rows_of(r), C - shift);
+    if (carry) {
+      steps.push_back(f(starts, view_rows(xt, 0, C)));
+      check(steps[0], C);
+    } else {  // run 0's row 0 as it is, the others after their starts
+      steps.push_back(alloc(C));
+      copy(rows_of(steps[0]), xt_rows, 1);
+      if (C > 1) {
+        const X r = f(starts, view_rows(xt, 1, C));
+        check(r, C - 1);
+        copy(every(rows_of(steps[0]), 1, 1), rows_of(r), C - 1);
+      }
     }
-    for (int64_t k = 1; k < K; ++k) {
-      const int64_t h = held(k);
-      const X& prev = steps.back();
-      X r = f(h == held(k - 1) ? prev : view_rows(prev, 0, h), view_rows(xt, k * C, k * C + h));
-      check(r, h);
-      steps.push_back(std::move(r));
-    }
+    for (int64_t k = 1; k < K; ++k) steps.push_back(fold_step(steps.back(), k));
     std::vector<std::vector<RowSet>> step_rows;
     for (const X& r : steps) step_rows.push_back(rows_of(r));
     transpose([&](int64_t t0, int64_t k, int64_t rows) {
