@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # gpu-check.sh — builds and runs the CUDA tests and device benchmarks on a GPU machine.
 #   scripts/gpu-check.sh [results-dir]     (default gpu-results/; CUDA_ARCH=90 unless set)
+#   scripts/gpu-check.sh --packed [dir]   runs the binaries that scripts/gpu-pack.sh packed into
+#                                         gpu-run/ (unpacked in the tree) with their own loader
 # PREBUILT=1 runs the binaries already in $BUILD_DIR (built elsewhere, e.g. with
 # -DASCAN_NATIVE=OFF and -static-libstdc++ for a machine without the -dev packages) instead of
 # configuring and building; RUNNER is put before each binary (a loader with --library-path, say);
-# SANITIZE=1 also runs test_cuda_scan under compute-sanitizer memcheck.
+# SANITIZE=1 also runs test_cuda_scan and test_cuda_scan_vjp under compute-sanitizer memcheck and
+# the span engine's test under racecheck.
 # Writes the configure/build logs, the test output, bench JSON + console output and a summary
 # (forward and gradient GB/s against the copy roof at 2^28, gradient/forward time ratios) there.
 # Without a GPU the tests skip themselves and the benchmarks report "no CUDA device visible".
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if [[ "${1:-}" == --packed ]]; then
+  shift
+  PREBUILT=1
+  BUILD_DIR=gpu-run
+  RUNNER="$PWD/gpu-run/lib/ld-linux-x86-64.so.2 --library-path $PWD/gpu-run/lib:${LD_LIBRARY_PATH:-}:/usr/local/nvidia/lib64:/usr/lib/x86_64-linux-gnu"
+fi
 out="${1:-gpu-results}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
@@ -80,10 +89,16 @@ PY
 cat "$out/summary.txt"
 
 if [[ "${SANITIZE:-0}" == 1 ]] && command -v compute-sanitizer >/dev/null; then
-  step "compute-sanitizer memcheck (test_cuda_scan)"
-  timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool memcheck --error-exitcode 1 "$build/tests/cuda/test_cuda_scan" \
-    > "$out/memcheck.txt" 2>&1 || status=1
-  tail -3 "$out/memcheck.txt"
+  for t in test_cuda_scan test_cuda_scan_vjp; do
+    step "compute-sanitizer memcheck ($t)"
+    timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool memcheck --error-exitcode 1 ${RUNNER:-} "$build/tests/cuda/$t" \
+      > "$out/memcheck_$t.txt" 2>&1 || status=1
+    tail -3 "$out/memcheck_$t.txt"
+  done
+  step "compute-sanitizer racecheck (the span engine)"
+  timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool racecheck --error-exitcode 1 ${RUNNER:-} \
+    "$build/tests/cuda/test_cuda_scan" --gtest_filter='*LongRows*' > "$out/racecheck.txt" 2>&1 || status=1
+  tail -3 "$out/racecheck.txt"
 fi
 echo "results in $out"
 exit $status

@@ -95,6 +95,31 @@ TEST(CudaScan, LargeTwoDimensional) {
   }
 }
 
+// Rows of kMinSpanSegment positions or more take the span engine (reduce, scan the totals,
+// rescan): odd lengths leave short last tiles and spans, several rows test the restart per row,
+// packed widths test large scan values (fewer positions per thread). Integers are exact; the
+// composition of affine maps in int64 (a in {-1, 0, 1}) is exact and not commutative.
+TEST(CudaScan, LongRowsTakeTheSpanEngine) {
+  ASCAN_REQUIRE_DEVICE();
+  const std::vector<Layout> rows = {{{30011}, 0}, {{3, 9001}, 1}, {{2, 5000, 1}, 1}, {{7001, 7}, 0},
+                                    {{4099, 2}, 0}, {{4200, 8}, -2}, {{1 << 17}, 0}};
+  uint64_t seed = 300;
+  for (const auto& [shape, dim] : rows)
+    for (bool reverse : {false, true}) {
+      expect_parity(ascan::add, Tensor<int32_t>::random(shape, seed++, -100, 100), dim, reverse);
+      expect_parity(ascan::max, Tensor<int32_t>::random(shape, seed++, -100000, 100000), dim, reverse);
+      const auto a = Tensor<int64_t>::random(shape, seed++, -1, 1);
+      const auto b = Tensor<int64_t>::random(shape, seed++, -100, 100);
+      expect_parity2(Compose{}, a, b, dim, reverse, {.rtol = 0, .atol = 0});
+      const auto fa = Tensor<float>::random(shape, seed++, 0.9f, 1.0f);
+      const auto fb = Tensor<float>::random(shape, seed++, -1.0f, 1.0f);
+      expect_parity2(ascan::linear_recurrence, fa, fb, dim, reverse, {.rtol = 1e-3, .atol = 1e-3});
+      const auto da = Tensor<double>::random(shape, seed++, 0.9, 1.0);
+      const auto db = Tensor<double>::random(shape, seed++, -1.0, 1.0);
+      expect_parity2(ascan::linear_recurrence, da, db, dim, reverse, {.rtol = 1e-9, .atol = 1e-9});
+    }
+}
+
 // Outputs are fresh tensors; the inputs are left untouched.
 TEST(CudaScan, InputsAreNotModified) {
   ASCAN_REQUIRE_DEVICE();

@@ -26,6 +26,8 @@ using ascan_test::Layout;
 const std::vector<Layout> kLayouts = {
     {{1000}, 0},          // one row: plain CUB adjoint scan
     {{6, 300}, -1},       // rows: by-key adjoint scan
+    {{30011}, 0},         // one long row: the span engine (many spans, a short last tile)
+    {{3, 9001}, 1},       // long rows: spans by row
     {{3, 50, 5}, 1},      // few lanes: the lane engine over affine elements
     {{2, 3000, 20}, 1},   // few lanes, long axis: the lane engine, chunked
     {{20000, 7}, 0},      // 7 lanes, 625 chunks each: the carries' by-key scan spans CUB tiles

@@ -1,5 +1,6 @@
-// scan_kernels.cuh — the device scan engines: CUB single-pass scans over computed iterators, and
-// a lane-parallel kernel for wide [outer, T, inner] layouts.
+// scan_kernels.cuh — the device scan engines: CUB single-pass scans over computed iterators, a
+// span engine (reduce, scan the span totals, rescan) for rows of kMinSpanSegment positions or
+// more, and a lane-parallel kernel for wide [outer, T, inner] layouts.
 //
 // Every engine sees a sequence position k through an index map (no transposes, no key storage):
 // rows of the canonical [outer, T, inner] view are segments of one by-key scan, and reverse
@@ -14,6 +15,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "ascan/config.hpp"
 #include "ascan/cuda/check.cuh"
@@ -89,6 +92,7 @@ struct LeafIo {
   Map map;
   using E = elem_t<Ts...>;
   using Unit = std::conditional_t<W == 1, E, Lanes<E, W>>;
+  static constexpr bool kStagedTiles = true;  // plain element loads and stores (span_kernel)
   ASCAN_HD Unit operator()(int64_t k) const {
     const int64_t at = map(k);
     if constexpr (W == 1) {
@@ -153,6 +157,253 @@ void cub_scan(const Io& io, const Op& op, int64_t n, int64_t seg_len, const char
                  thrust::make_tabulate_output_iterator(StoreOf<Io>{io}), op, n, seg_len, where);
 }
 
+// Phase 2 reads and writes the totals in place through this Io: per lane, total c becomes the
+// combined value of chunks 0..c (the carry into chunk c + 1).
+template <class E>
+struct TotalsIo {
+  E* totals;
+  ASCAN_HD E operator()(int64_t k) const { return totals[k]; }
+  ASCAN_HD void operator()(int64_t k, const E& e) const { totals[k] = e; }
+};
+
+// ---- long rows: reduce each span, scan the span totals, rescan each span from its carry -------
+//
+// CUB's single-pass scan keeps a value type other than a primitive in separate look-back
+// descriptors fenced per tile, and shrinks its tiles for large values: on an H200 the linear
+// recurrence over one row of 2^28 elements ran at 0.31 of a copy's bandwidth and the adjoint's
+// 24-byte affine elements (2 per thread) at 4.3x the forward. Rows of at least
+// kMinSpanSegment positions take three launches instead: a block per span of consecutive
+// positions folds it to its total (every span but each row's last), CUB scans those few totals by
+// row (in place, as the lane engine's chunk totals), and a block per span rescans it from the
+// total before it. Each thread takes kItems consecutive positions of a tile, scans them in
+// registers, and the block scans the threads' totals in order (warp shuffles, then the warps'
+// totals); nothing assumes an identity element or commutativity.
+
+inline constexpr int kSpanThreads = 128;
+inline constexpr int64_t kMinSpanSegment = 4096;
+
+// Positions per thread and tile: fewer for large values, which live in registers.
+template <class E>
+inline constexpr int span_items() {
+  return sizeof(E) <= 8 ? 8 : sizeof(E) <= 32 ? 4 : 2;
+}
+
+// Whether the span kernel moves a tile through shared memory, to load (values of at most 32
+// bytes) and store it with consecutive threads at consecutive positions: Io types that load and
+// store plain leaf elements say so (LeafIo). On an H200, 2^28 elements: the forward's packed rows
+// of 7 lanes 1.28 -> 0.98 ms (add), the linear recurrence's 7 lanes (56-byte values) 5.4 -> 4.2 ms
+// by staged stores alone; the adjoint's elements, computed from three tensors per load and
+// store, ran slower staged (1-D linear recurrence 6.4 -> 7.2 ms staging the stores, 10.9 both).
+template <class Io>
+inline constexpr bool stages_tiles() {
+  if constexpr (requires { Io::kStagedTiles; }) return Io::kStagedTiles;
+  return false;
+}
+
+// Whether rows of kMinSpanSegment positions take the span engine (default) or stay with CUB: the
+// one-leaf adjoint's 8-byte affine elements ran faster in CUB (2^28 elements: 3.5 ms, against
+// 4.2-4.9 in spans).
+template <class Io>
+inline constexpr bool span_engine_pays() {
+  if constexpr (requires { Io::kSpanEngine; }) return Io::kSpanEngine;
+  return true;
+}
+
+struct SpanLayout {
+  int64_t seg_len;        // positions per row (segment)
+  int64_t span;           // positions per block, a multiple of the tile except in short rows
+  int64_t spans_per_seg;  // ceil(seg_len / span)
+  int64_t segs;
+};
+
+// v of the lane `delta` below (its own value in lanes below delta), for any trivially copyable
+// value: shuffled as 32-bit words.
+template <class E>
+__device__ __forceinline__ E shfl_up_value(const E& v, unsigned delta) {
+  constexpr int kWords = static_cast<int>((sizeof(E) + 3) / 4);
+  uint32_t w[kWords] = {};
+  memcpy(w, &v, sizeof(E));
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) w[i] = __shfl_up_sync(0xffffffffu, w[i], delta);
+  E r;
+  memcpy(&r, w, sizeof(E));
+  return r;
+}
+
+// A tile's values in shared memory as 32-bit words, word-major, one padding word after every 32
+// positions: a thread's kItems consecutive positions and 32 consecutive positions (a warp's
+// striped access) both fall in 32 different banks. (Values stored whole were read with 8- to
+// 16-way bank conflicts: the linear recurrence over one row of 2^28 elements took 3.0 ms, 2.0 ms
+// with this layout, on an H200.)
+template <class E, int kTile>
+struct StageTile {
+  static constexpr int kWords = static_cast<int>((sizeof(E) + 3) / 4);
+  static constexpr int kRow = kTile + kTile / 32;
+  uint32_t w[kWords * kRow];
+  __device__ __forceinline__ static int at(int q) { return q + q / 32; }
+  __device__ __forceinline__ void put(int q, const E& v) {
+    uint32_t t[kWords] = {};
+    memcpy(t, &v, sizeof(E));
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) w[i * kRow + at(q)] = t[i];
+  }
+  __device__ __forceinline__ E get(int q) const {
+    uint32_t t[kWords];
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) t[i] = w[i * kRow + at(q)];
+    E v;
+    memcpy(&v, t, sizeof(E));
+    return v;
+  }
+};
+
+// kStore: rescan span c of its row from the total of the spans before it (totals[.. c - 1]) and
+// store; else fold span c (never a row's last) to its total. blockIdx.x = row * spans + c.
+template <bool kStore, class Io, class Op, class E>
+__global__ void __launch_bounds__(kSpanThreads) span_kernel(Io io, Op op, SpanLayout lay, E* totals) {
+  constexpr int kItems = span_items<E>();
+  constexpr int kTile = kSpanThreads * kItems;
+  constexpr int kWarps = kSpanThreads / 32;
+  __shared__ E warp_total[kWarps];
+  // The tile's values, loaded and stored by consecutive threads (a thread's own kItems positions
+  // are a sector apart from its neighbour's: each warp instruction touched 32 sectors, and the
+  // stores ran at 18 % of the memory bandwidth).
+  constexpr bool kStageStores = stages_tiles<Io>(), kStageLoads = kStageStores && sizeof(E) <= 32;
+  __shared__ StageTile<E, kStageStores ? kTile : 32> stage;
+  const int64_t spans = kStore ? lay.spans_per_seg : lay.spans_per_seg - 1;
+  const int64_t seg = blockIdx.x / spans, c = blockIdx.x - seg * spans;
+  const int64_t row0 = seg * lay.seg_len;
+  const int64_t lo = row0 + c * lay.span;
+  const int64_t hi = lo + lay.span < row0 + lay.seg_len ? lo + lay.span : row0 + lay.seg_len;
+  const int64_t slot0 = seg * (lay.spans_per_seg - 1);
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
+  bool has_run = false;  // the combined value of everything before the tile (uniform per block)
+  E run;
+  if (kStore && c > 0) {
+    run = totals[slot0 + c - 1];
+    has_run = true;
+  }
+  for (int64_t base = lo; base < hi; base += kTile) {
+    const int64_t k0 = base + static_cast<int64_t>(threadIdx.x) * kItems;
+    const int64_t left = hi - k0;
+    const int valid = left <= 0 ? 0 : left >= kItems ? kItems : static_cast<int>(left);
+    const int64_t rest = (hi - base + kItems - 1) / kItems;
+    const int threads = rest >= kSpanThreads ? kSpanThreads : static_cast<int>(rest);  // a prefix
+    const int count = hi - base < kTile ? static_cast<int>(hi - base) : kTile;
+    E item[kItems];
+    if constexpr (kStageLoads) {
+      E in[kItems];  // all loads in flight before the first shared-memory store
+#pragma unroll
+      for (int j = 0; j < kItems; ++j) {
+        const int q = static_cast<int>(threadIdx.x) + j * kSpanThreads;
+        if (q < count) in[j] = io(base + q);
+      }
+#pragma unroll
+      for (int j = 0; j < kItems; ++j) {
+        const int q = static_cast<int>(threadIdx.x) + j * kSpanThreads;
+        if (q < count) stage.put(q, in[j]);
+      }
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < kItems; ++j)
+        if (j < valid) item[j] = stage.get(static_cast<int>(threadIdx.x) * kItems + j);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kItems; ++j)
+        if (j < valid) item[j] = io(k0 + j);
+    }
+    E agg = item[0];
+#pragma unroll
+    for (int j = 1; j < kItems; ++j)
+      if (j < valid) {
+        item[j] = op(item[j - 1], item[j]);
+        agg = item[j];
+      }
+    // Inclusive scan of the threads' totals within each warp (lanes at or past `threads` hold
+    // nothing; they only ever read lanes below them).
+    E incl = agg;
+#pragma unroll
+    for (unsigned off = 1; off < 32; off <<= 1) {
+      const E up = shfl_up_value(incl, off);
+      if (lane >= static_cast<int>(off) && static_cast<int>(threadIdx.x) < threads) incl = op(up, incl);
+    }
+    const E before_lane = shfl_up_value(incl, 1);
+    const int warps = (threads + 31) / 32;
+    const int last_lane = ((warp + 1) * 32 < threads ? (warp + 1) * 32 : threads) - 1;  // of this warp
+    if (static_cast<int>(threadIdx.x) == last_lane) warp_total[warp] = incl;
+    __syncthreads();
+    if (kStore && valid > 0) {
+      bool has = has_run;
+      E pre = run;
+      for (int w = 0; w < warp; ++w) {
+        pre = has ? op(pre, warp_total[w]) : warp_total[w];
+        has = true;
+      }
+      if (lane > 0) {
+        pre = has ? op(pre, before_lane) : before_lane;
+        has = true;
+      }
+#pragma unroll
+      for (int j = 0; j < kItems; ++j) {
+        if (j >= valid) continue;
+        if constexpr (kStageStores)
+          stage.put(static_cast<int>(threadIdx.x) * kItems + j, has ? op(pre, item[j]) : item[j]);
+        else
+          io(k0 + j, has ? op(pre, item[j]) : item[j]);
+      }
+    }
+    if constexpr (kStore && kStageStores) {
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < kItems; ++j) {
+        const int q = static_cast<int>(threadIdx.x) + j * kSpanThreads;
+        if (q < count) io(base + q, stage.get(q));
+      }
+    }
+    for (int w = 0; w < warps; ++w) {
+      run = has_run ? op(run, warp_total[w]) : warp_total[w];
+      has_run = true;
+    }
+    __syncthreads();  // warp_total is rewritten by the next tile
+  }
+  if (!kStore && threadIdx.x == 0) totals[slot0 + c] = run;
+}
+
+inline int64_t device_sm_count() {
+  int dev = 0, sms = 0;
+  ASCAN_CUDA_CHECK(cudaGetDevice(&dev));
+  ASCAN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms > 0 ? sms : 1;
+}
+
+// n positions in rows of seg_len (seg_len >= kMinSpanSegment): spans sized for about 16 blocks
+// per multiprocessor over the whole scan.
+template <class Io, class Op>
+void span_scan(const Io& io, const Op& op, int64_t n, int64_t seg_len, const char* where) {
+  using E = std::decay_t<decltype(io(int64_t{0}))>;
+  constexpr int64_t kTile = int64_t{kSpanThreads} * span_items<E>();
+  const int64_t blocks = device_sm_count() * 16;
+  const int64_t want = (n + blocks - 1) / blocks;
+  SpanLayout lay{};
+  lay.seg_len = seg_len;
+  lay.segs = n / seg_len;
+  lay.span = std::max<int64_t>(kTile, (want + kTile - 1) / kTile * kTile);
+  lay.spans_per_seg = (seg_len + lay.span - 1) / lay.span;
+  struct Totals {  // returned to the pool on every exit (stream-ordered)
+    E* p = nullptr;
+    ~Totals() { device_free(p); }
+  } totals;
+  if (lay.spans_per_seg > 1) {
+    const int64_t count = lay.segs * (lay.spans_per_seg - 1);
+    totals.p = static_cast<E*>(device_allocate(sizeof(E) * count, where));
+    span_kernel<false><<<static_cast<unsigned>(count), kSpanThreads>>>(io, op, lay, totals.p);
+    ASCAN_CUDA_CHECK(cudaGetLastError());
+    cub_scan(TotalsIo<E>{totals.p}, op, count, lay.spans_per_seg - 1, where);
+  }
+  span_kernel<true><<<static_cast<unsigned>(lay.segs * lay.spans_per_seg), kSpanThreads>>>(io, op, lay, totals.p);
+  ASCAN_CUDA_CHECK(cudaGetLastError());
+}
+
 // ---- wide layouts: one thread per (lane, chunk), lanes fastest so accesses coalesce ---------
 
 struct LaneLayout {
@@ -183,6 +434,19 @@ ASCAN_HD inline int64_t total_slot(const LaneLayout& lay, int64_t lane, int64_t 
   return lane * (lay.chunks - 1) + c;
 }
 
+// A lane's steps are loaded lane_batch<E>() at a time before they are combined. On an H200, 2^28
+// elements: one load in flight per thread left the forward on [T, 256] at 0.39-0.49 of a copy's
+// bandwidth; 8 steps at a time took the add 1.32 -> 0.85-0.88 ms, the linear recurrence 2.09 ->
+// 1.67-1.69, the adjoints of values of 8 bytes (add) on [T, 7] 3.39 -> 2.35-2.37 and [T, 256]
+// 2.66 -> 2.23-2.24. The adjoint's larger values (the linear recurrence's 24-byte affine maps)
+// load one step at a time: 2 at a time took [T, 256] 5.07 -> 6.31 ms (and [T, 7] 12.0 -> 8.5),
+// 4 at a time 9.8 and 10.4, 8 at a time 9.8 and 10.4.
+template <class E>
+inline constexpr int lane_batch() {
+  return sizeof(E) <= 8 ? 8 : 1;
+}
+ASCAN_HD inline int64_t lane_step(const LaneLayout& lay) { return lay.reverse ? -lay.inner : lay.inner; }
+
 // Phase 1 (chunks > 1): the combined value of each chunk but the last; id = c * lanes + lane
 // (neighbouring threads read neighbouring lanes).
 template <class Ptrs, class Op, class E>
@@ -190,34 +454,44 @@ ASCAN_HD void chunk_total_at(const Ptrs& ptrs, const Op& op, const LaneLayout& l
   const int64_t lanes = lay.lanes();
   const int64_t c = id / lanes, lane = id - c * lanes;
   const int64_t s0 = c * lay.chunk_len, s1 = s0 + lay.chunk_len;  // never past T: not the last chunk
-  E acc = ptrs.load(lay.at(lane, s0));
-  for (int64_t s = s0 + 1; s < s1; ++s) acc = op(acc, ptrs.load(lay.at(lane, s)));
+  const int64_t at0 = lay.at(lane, s0), step = lane_step(lay);
+  E acc = ptrs.load(at0);
+  constexpr int kLaneBatch = lane_batch<E>();
+  for (int64_t s = s0 + 1; s < s1; s += kLaneBatch) {
+    E v[kLaneBatch];
+#pragma unroll
+    for (int j = 0; j < kLaneBatch; ++j)
+      if (s + j < s1) v[j] = ptrs.load(at0 + (s + j - s0) * step);
+#pragma unroll
+    for (int j = 0; j < kLaneBatch; ++j)
+      if (s + j < s1) acc = op(acc, v[j]);
+  }
   totals[total_slot(lay, lane, c)] = acc;
 }
 
-// Phase 2 reads and writes the totals in place through this Io: per lane, total c becomes the
-// combined value of chunks 0..c (the carry into chunk c + 1).
-template <class E>
-struct TotalsIo {
-  E* totals;
-  ASCAN_HD E operator()(int64_t k) const { return totals[k]; }
-  ASCAN_HD void operator()(int64_t k, const E& e) const { totals[k] = e; }
-};
-
-// Phase 3: each chunk scanned sequentially, starting from its carry; id = c * lanes + lane.
+// Phase 3: each chunk scanned sequentially, starting from its carry; id = c * lanes + lane. (The
+// batch's loads precede its stores: inputs and outputs never overlap.)
 template <class Ptrs, class Op, class E>
 ASCAN_HD void chunk_scan_at(const Ptrs& ptrs, const Op& op, const LaneLayout& lay, const E* carries, int64_t id) {
   const int64_t lanes = lay.lanes();
   const int64_t c = id / lanes, lane = id - c * lanes;
   const int64_t s0 = c * lay.chunk_len;
   const int64_t s1 = s0 + lay.chunk_len < lay.length ? s0 + lay.chunk_len : lay.length;
-  int64_t at = lay.at(lane, s0);
-  E acc = c == 0 ? ptrs.load(at) : op(carries[total_slot(lay, lane, c - 1)], ptrs.load(at));
-  ptrs.store(at, acc);
-  for (int64_t s = s0 + 1; s < s1; ++s) {
-    at = lay.at(lane, s);
-    acc = op(acc, ptrs.load(at));
-    ptrs.store(at, acc);
+  const int64_t at0 = lay.at(lane, s0), step = lane_step(lay);
+  E acc = c == 0 ? ptrs.load(at0) : op(carries[total_slot(lay, lane, c - 1)], ptrs.load(at0));
+  ptrs.store(at0, acc);
+  constexpr int kLaneBatch = lane_batch<E>();
+  for (int64_t s = s0 + 1; s < s1; s += kLaneBatch) {
+    E v[kLaneBatch];
+#pragma unroll
+    for (int j = 0; j < kLaneBatch; ++j)
+      if (s + j < s1) v[j] = ptrs.load(at0 + (s + j - s0) * step);
+#pragma unroll
+    for (int j = 0; j < kLaneBatch; ++j)
+      if (s + j < s1) {
+        acc = op(acc, v[j]);
+        ptrs.store(at0 + (s + j - s0) * step, acc);
+      }
   }
 }
 
@@ -285,7 +559,10 @@ __global__ void for_each_index_kernel(Fn fn, int64_t n) {
 struct DeviceEngine {
   template <class Io, class Op>
   static void scan(const Io& io, const Op& op, int64_t n, int64_t seg_len, const char* where) {
-    cub_scan(io, op, n, seg_len, where);
+    if (seg_len >= kMinSpanSegment && span_engine_pays<Io>())
+      span_scan(io, op, n, seg_len, where);
+    else
+      cub_scan(io, op, n, seg_len, where);
   }
   template <class Ptrs, class Op>
   static void lanes(const Ptrs& ptrs, const Op& op, int64_t outer, int64_t length, int64_t inner, bool reverse,

@@ -5,8 +5,8 @@
 // in device code; g_{T-1} = ḡ_{T-1}, g_t = ḡ_t + A_{t+1}ᵀ g_{t+1}; ∂x_t = B_tᵀ g_t, ∂x_0 = g_0.
 // The adjoint recurrence is a scan in the opposite direction over affine elements (M, c), with
 // M_t = A_{t+1}ᵀ, c_t = ḡ_t. Three engines, all reading only xs, ys and ḡ (no Jacobian arrays):
-//  - rows (inner == 1): one CUB scan, (M, c) built in the input iterator and ∂x_t = B_tᵀ g_t
-//    written by the output iterator;
+//  - rows (inner == 1): one scan (CUB, or the span engine for rows of kMinSpanSegment steps and
+//    coupled leaves), (M, c) built by the load and ∂x_t = B_tᵀ g_t written by the store;
 //  - many lanes (inner > 1, >= 2^18 lanes): one thread per lane sweeps the axis backwards;
 //  - fewer lanes: the forward's lane engine (chunked, coalesced) over the same affine elements.
 #pragma once
@@ -178,10 +178,11 @@ ASCAN_HD Affine<T, L> adjoint_elem(const Fn& f, const VjpPtrs<T, L>& p, int64_t 
   return e;
 }
 
-// CUB engine: position k of the adjoint scan is scan step s = T-1-u of lane k / T (u = k % T);
+// Row engine (CUB or spans): position k of the adjoint scan is scan step s = T-1-u of lane k / T (u = k % T);
 // loads build (A_{s+1}ᵀ, ḡ_s), stores turn g_s into ∂x_s.
 template <size_t L, class Fn, class T>
 struct AdjointIo {
+  static constexpr bool kSpanEngine = L >= 2;  // see span_engine_pays
   Fn f;
   VjpPtrs<T, L> p;
   LaneLayout lay;
@@ -228,7 +229,7 @@ struct AdjointLanes {
 inline constexpr int64_t kMinLanesForSweep = int64_t{1} << 18;
 
 // Engine choice for the gradient of an [outer, T, inner] view (T >= 1): rows (inner == 1) by the
-// CUB adjoint scan, coalesced lanes by the sweep or the lane engine.
+// row adjoint scan (Engine::scan: CUB or spans), coalesced lanes by the sweep or the lane engine.
 template <class Engine, size_t L, class Fn, class T>
 void vjp_leaves(const Fn& f, const VjpPtrs<T, L>& p, const ScanView& v, bool reverse) {
   const LaneLayout lay(v.outer, v.length, v.inner, reverse);
@@ -276,7 +277,8 @@ auto vjp_tuple(const Fn& f, const Refs& xs, const Refs& ys, const Refs& gs, int6
 // associative_scan(f, dxs, dim, opts) and upstream gradients ḡ (dgys), all of one shape and one
 // floating type, returns ∂ℓ/∂xs with the structure of dxs. Exact for any ḡ, coupled leaves
 // included (the full L×L Jacobians, never a sum of per-leaf VJPs). Work O(N L²); reads xs, ys, ḡ
-// once (twice for the neighbours in the CUB engine) and writes the gradients once.
+// once (twice for the neighbours in the row engine; the span engine reads rows of
+// kMinSpanSegment steps once more for its span totals) and writes the gradients once.
 // Throws ascan::Error on a bad dim or any leaf whose shape differs from dxs's leaf 0.
 template <class Combine, class Xs, class Ys, class Gs>
 auto associative_scan_vjp(const Combine& combine, const Xs& dxs, const Ys& dys, const Gs& dgys, int64_t dim,
