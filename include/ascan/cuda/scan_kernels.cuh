@@ -445,7 +445,25 @@ template <class E>
 inline constexpr int lane_batch() {
   return sizeof(E) <= 8 ? 8 : 1;
 }
-ASCAN_HD inline int64_t lane_step(const LaneLayout& lay) { return lay.reverse ? -lay.inner : lay.inner; }
+
+// Steps s0 + 1 .. s1 - 1 of the lane whose step s0 is element at0, in order: visit(offset, value),
+// the values loaded lane_batch<E>() steps at a time (step s + 1 is `inner` elements after step s,
+// or before it in reverse).
+template <class E, class Ptrs, class Visit>
+ASCAN_HD void visit_lane_steps(const Ptrs& ptrs, const LaneLayout& lay, int64_t at0, int64_t s0, int64_t s1,
+                               Visit&& visit) {
+  constexpr int kBatch = lane_batch<E>();
+  const int64_t step = lay.reverse ? -lay.inner : lay.inner;
+  for (int64_t s = s0 + 1; s < s1; s += kBatch) {
+    E v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      if (s + j < s1) v[j] = ptrs.load(at0 + (s + j - s0) * step);
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      if (s + j < s1) visit(at0 + (s + j - s0) * step, v[j]);
+  }
+}
 
 // Phase 1 (chunks > 1): the combined value of each chunk but the last; id = c * lanes + lane
 // (neighbouring threads read neighbouring lanes).
@@ -454,18 +472,9 @@ ASCAN_HD void chunk_total_at(const Ptrs& ptrs, const Op& op, const LaneLayout& l
   const int64_t lanes = lay.lanes();
   const int64_t c = id / lanes, lane = id - c * lanes;
   const int64_t s0 = c * lay.chunk_len, s1 = s0 + lay.chunk_len;  // never past T: not the last chunk
-  const int64_t at0 = lay.at(lane, s0), step = lane_step(lay);
+  const int64_t at0 = lay.at(lane, s0);
   E acc = ptrs.load(at0);
-  constexpr int kLaneBatch = lane_batch<E>();
-  for (int64_t s = s0 + 1; s < s1; s += kLaneBatch) {
-    E v[kLaneBatch];
-#pragma unroll
-    for (int j = 0; j < kLaneBatch; ++j)
-      if (s + j < s1) v[j] = ptrs.load(at0 + (s + j - s0) * step);
-#pragma unroll
-    for (int j = 0; j < kLaneBatch; ++j)
-      if (s + j < s1) acc = op(acc, v[j]);
-  }
+  visit_lane_steps<E>(ptrs, lay, at0, s0, s1, [&](int64_t, const E& v) { acc = op(acc, v); });
   totals[total_slot(lay, lane, c)] = acc;
 }
 
@@ -477,22 +486,13 @@ ASCAN_HD void chunk_scan_at(const Ptrs& ptrs, const Op& op, const LaneLayout& la
   const int64_t c = id / lanes, lane = id - c * lanes;
   const int64_t s0 = c * lay.chunk_len;
   const int64_t s1 = s0 + lay.chunk_len < lay.length ? s0 + lay.chunk_len : lay.length;
-  const int64_t at0 = lay.at(lane, s0), step = lane_step(lay);
+  const int64_t at0 = lay.at(lane, s0);
   E acc = c == 0 ? ptrs.load(at0) : op(carries[total_slot(lay, lane, c - 1)], ptrs.load(at0));
   ptrs.store(at0, acc);
-  constexpr int kLaneBatch = lane_batch<E>();
-  for (int64_t s = s0 + 1; s < s1; s += kLaneBatch) {
-    E v[kLaneBatch];
-#pragma unroll
-    for (int j = 0; j < kLaneBatch; ++j)
-      if (s + j < s1) v[j] = ptrs.load(at0 + (s + j - s0) * step);
-#pragma unroll
-    for (int j = 0; j < kLaneBatch; ++j)
-      if (s + j < s1) {
-        acc = op(acc, v[j]);
-        ptrs.store(at0 + (s + j - s0) * step, acc);
-      }
-  }
+  visit_lane_steps<E>(ptrs, lay, at0, s0, s1, [&](int64_t at, const E& v) {
+    acc = op(acc, v);
+    ptrs.store(at, acc);
+  });
 }
 
 template <class Ptrs, class Op, class E>
