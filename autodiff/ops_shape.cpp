@@ -123,17 +123,12 @@ Var<T> concat(const std::vector<Var<T>>& vs, int64_t dim) {
   }
   auto out = Tensor<T>::zeros(out_shape);
   for (size_t i = 0; i < vs.size(); ++i) kernels::add_into_dim(out, d, starts[i], vs[i].value());
-  const auto& cur = detail::current_state<T>();
-  bool req = false;
-  if (grad_enabled())
-    for (int32_t id : ids) req = req || cur->requires_grad[id];
   std::vector<int64_t> lens;
   for (const auto& v : vs) lens.push_back(v.shape()[d]);
-  detail::BackwardFn<T> fn = [=](TapeState<T>& s, int32_t self) {
+  return detail::record_node<T>(out, ids, [=](TapeState<T>& s, int32_t self) {
     for (size_t i = 0; i < ids.size(); ++i)
       if (s.requires_grad[ids[i]]) s.accumulate(ids[i], kernels::slice_dim(s.grads[self], d, starts[i], starts[i] + lens[i]));
-  };
-  return Var<T>(cur, cur->push(out, req, false, req ? fn : detail::BackwardFn<T>{}));
+  });
 }
 
 template <class T>

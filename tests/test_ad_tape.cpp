@@ -15,8 +15,8 @@ TEST(AdTape, GradientAccumulatesWhenAVarIsUsedTwice) {
 TEST(AdTape, LeafGradientsAddUpAcrossBackwardCallsUntilZeroed) {
   VD x = ad::param(TD::from({1.0, 2.0}, {2}));
   const VD loss = ad::sum(x * 3.0);
-  ad::backward(loss);
-  ad::backward(loss);
+  ad::backward(loss, {.retain_graph = true});
+  ad::backward(loss, {.retain_graph = true});
   EXPECT_EQ(x.grad(), TD::from({6.0, 6.0}, {2}));
   x.zero_grad();
   EXPECT_EQ(x.grad(), TD::zeros({2}));
@@ -112,24 +112,25 @@ TEST(AdTape, VarsOfADestroyedTapeAreRejected) {
 TEST(AdTape, RewindKeepsParametersAndDropsTheStep) {
   ad::Tape<double> tape;
   VD w = ad::param(TD::from({1.0, 2.0}, {2}));
-  const int32_t mark = tape.mark();
+  const int64_t mark = tape.mark();
   for (int step = 0; step < 3; ++step) {
     const VD loss = ad::sum(ad::square(w));
     ad::backward(loss);
     tape.rewind(mark);
-    EXPECT_EQ(tape.size(), mark);
+    EXPECT_EQ(tape.size(), 1);
     EXPECT_FALSE(loss.valid());
     EXPECT_THROW(loss.value(), ascan::Error);
   }
   EXPECT_EQ(w.grad(), TD::from({6.0, 12.0}, {2}));  // 3 steps of 2w
-  EXPECT_THROW(tape.rewind(mark + 1), ascan::Error);
+  EXPECT_THROW(tape.rewind(tape.mark() + 1), ascan::Error);
+  EXPECT_THROW(tape.rewind(-1), ascan::Error);
 }
 
 TEST(AdTape, RepeatedBackwardIsBitwiseIdentical) {
   VD a = ad::param(uniform({3, 64, 2}, 1, 0.5, 1.0)), b = ad::param(randn({3, 64, 2}, 2));
   auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{a, b}, 1);
   const VD loss = ad::sum(ad::tanh(yb) * ad::constant(randn({3, 64, 2}, 3))) + ad::sum(ya);
-  ad::backward(loss);
+  ad::backward(loss, {.retain_graph = true});
   const TD ga = a.grad().clone(), gb = b.grad().clone();
   a.zero_grad();
   b.zero_grad();
@@ -143,7 +144,7 @@ TEST(AdOptim, SgdWithMomentumMinimisesAQuadratic) {
   const TD target = TD::from({1.0, -2.0, 0.5}, {3});
   VD x = ad::param(TD::zeros({3}));
   ad::SGD<double> opt({x}, 0.1, 0.5);
-  const int32_t mark = tape.mark();
+  const int64_t mark = tape.mark();
   for (int i = 0; i < 200; ++i) {
     opt.zero_grad();
     ad::backward(ad::sum(ad::square(x - ad::constant(target))));
@@ -157,7 +158,7 @@ TEST(AdOptim, AdamFirstStepAndConvergence) {
   ad::Tape<double> tape;
   VD x = ad::param(TD::from({3.0, -4.0}, {2}));
   ad::Adam<double> opt({x}, 0.1);
-  const int32_t mark = tape.mark();
+  const int64_t mark = tape.mark();
   ad::backward(ad::sum(ad::square(x)));
   opt.step();  // the first Adam step moves each coordinate by lr * g / (|g| + eps') ~ lr
   EXPECT_NEAR(x.value()(0), 3.0 - 0.1, 1e-6);

@@ -125,12 +125,10 @@ bool loop_matches_scan(const Flags& f) {
   const la::Config& c = f.model;
   const int steps = 4;  // the first is not timed (it warms the allocator's cache)
   double worst_loss = 0, worst_grad = 0, t_scan = 0, t_loop = 0;
-  ad::Tape<float> tape;
   std::vector<ad::Var<float>> ps[2];
   for (int r = 0; r < 2; ++r)
     for (const auto& v : la::init_values<float>(c, f.seed)) ps[r].push_back(ad::param(v));
   ad::Adam<float> opt_scan(ps[0], static_cast<float>(f.lr)), opt_loop(ps[1], static_cast<float>(f.lr));
-  const auto mark = tape.mark();
   for (int s = 0; s < steps; ++s) {
     const auto batch = la::make_batch<float>(c, f.seed * 1000003 + static_cast<uint64_t>(s));
     float losses[2];
@@ -140,7 +138,6 @@ bool loop_matches_scan(const Flags& f) {
       ad::backward(L);
       if (s > 0) (r == 0 ? t_scan : t_loop) += seconds_since(t0);
       losses[r] = L.value().data()[0];
-      tape.rewind(mark);
     }
     worst_loss = std::max(worst_loss, std::abs(static_cast<double>(losses[0] - losses[1])) / std::abs(losses[1]));
     for (size_t i = 0; i < ps[0].size(); ++i) {
@@ -251,12 +248,12 @@ int main(int argc, char** argv) {
   bool ok = gradcheck_tiny(f.seed);
   ok = loop_matches_scan(f) && ok;
 
-  ad::Tape<float> tape;
+  // No tape scope and no rewind: each step's graph is released by backward() and freed with
+  // the step's Vars.
   std::vector<ad::Var<float>> params;
   for (const auto& v : la::init_values<float>(c, f.seed)) params.push_back(ad::param(v));
   ad::Adam<float> opt(params, static_cast<float>(f.lr));
   const auto model = la::make_params(params);
-  const auto mark = tape.mark();
   std::vector<Point> curve;
   const auto t0 = Clock::now();
   for (int64_t step = 1; step <= f.steps; ++step) {
@@ -272,7 +269,6 @@ int main(int argc, char** argv) {
     const Point p{step, L.value().data()[0], la::accuracy(logits.value(), batch), seconds_since(t0)};
     curve.push_back(p);
     progress(f, p, static_cast<double>(step) / p.seconds, step == f.steps);
-    tape.rewind(mark);
   }
 
   // Held-out sequences (a seed range the training batches never use).
@@ -283,7 +279,6 @@ int main(int argc, char** argv) {
     for (int i = 0; i < eval_batches; ++i) {
       const auto batch = la::make_batch<float>(c, (f.seed + 1) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i));
       acc += la::accuracy(la::logits(c, model, batch, la::Recurrence::kScan).value(), batch);
-      tape.rewind(mark);
     }
   }
   acc /= eval_batches;

@@ -76,20 +76,42 @@ inline constexpr const char* kAdScanName = "ascan::ad::associative_scan()";
   throw Error(msg);
 }
 
-// Pushes the L output nodes; the last one gets `fn` and runs whenever the sweep reaches it.
+// Pushes the L output nodes. The last one (the head) links to `parents` and gets `fn`, which
+// runs whenever the sweep reaches it; the others link to the head, so a sweep from any output
+// reaches it. The head is pushed first (older than its siblings, so it runs after every consumer
+// of any output), and reads its siblings' gradients by (id, serial): a sibling that was freed had
+// no consumer left and contributes nothing.
 template <class T>
 std::vector<Var<T>> push_outputs(const std::vector<Tensor<T>>& ys, bool req, std::vector<int32_t>& out_ids,
+                                 std::vector<uint32_t>& out_serials, const std::vector<int32_t>& parents,
                                  BackwardFn<T> fn) {
   const auto& cur = current_state<T>();
-  std::vector<Var<T>> outs;
-  for (size_t l = 0; l < ys.size(); ++l) {
-    const bool head = l + 1 == ys.size();
-    const int32_t id = cur->push(ys[l], req, false, head && req ? fn : BackwardFn<T>{});
-    if (head) cur->always_run[id] = req ? 1 : 0;
-    out_ids.push_back(id);
-    outs.emplace_back(cur, id);
+  const size_t L = ys.size();
+  std::vector<Var<T>> outs(L);
+  out_ids.assign(L, -1);
+  out_serials.assign(L, 0);
+  if (!req) {
+    for (size_t l = 0; l < L; ++l) outs[l] = Var<T>(cur, cur->push(ys[l], false, false, {}));
+  } else {
+    std::vector<int32_t> links;
+    for (int32_t p : parents)
+      if (cur->requires_grad[p] && std::find(links.begin(), links.end(), p) == links.end()) links.push_back(p);
+    const int32_t head = cur->push(ys[L - 1], true, false, std::move(fn), std::move(links));
+    cur->always_run[head] = 1;
+    outs[L - 1] = Var<T>(cur, head);
+    for (size_t l = 0; l + 1 < L; ++l) outs[l] = Var<T>(cur, cur->push(ys[l], true, false, {}, {head}));
+  }
+  for (size_t l = 0; l < L; ++l) {
+    out_ids[l] = outs[l].id();
+    out_serials[l] = outs[l].serial();
   }
   return outs;
+}
+
+// The gradient reaching output `id` during a sweep (absent when it was freed or got none).
+template <class T>
+const Tensor<T>* output_grad(const TapeState<T>& s, int32_t id, uint32_t serial) {
+  return s.holds(id, serial) && s.has_grad[id] ? &s.grads[id] : nullptr;
 }
 
 // The leaves of a Var structure: their ids on the current tape, values and shapes.
@@ -131,15 +153,16 @@ V scan_pointwise(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opt
   if (grad_enabled())
     for (int32_t id : in_ids) req = req || cur->requires_grad[id];
   auto out_ids = std::make_shared<std::vector<int32_t>>();
+  auto out_serials = std::make_shared<std::vector<uint32_t>>();
   const bool reverse = opts.reverse;
   BackwardFn<T> fn = [=](TapeState<T>& s, int32_t) {
     std::vector<Tensor<T>> gbar(L);  // default tensors stand for zero upstream gradients
     std::array<bool, L> need{};
     bool any_grad = false, any_need = false;
     for (size_t l = 0; l < L; ++l) {
-      const int32_t id = (*out_ids)[l];
-      if (s.has_grad[id]) gbar[l] = s.grads[id];
-      any_grad = any_grad || s.has_grad[id];
+      const Tensor<T>* g = output_grad(s, (*out_ids)[l], (*out_serials)[l]);
+      if (g) gbar[l] = *g;
+      any_grad = any_grad || g;
       need[l] = s.requires_grad[in_ids[l]];
       any_need = any_need || need[l];
     }
@@ -152,7 +175,7 @@ V scan_pointwise(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opt
     for (size_t l = 0; l < L; ++l)
       if (need[l]) s.accumulate(in_ids[l], dx[l]);
   };
-  const auto outs = push_outputs(ys, req, *out_ids, fn);
+  const auto outs = push_outputs(ys, req, *out_ids, *out_serials, in_ids, std::move(fn));
   size_t pos = 0;
   return Tree::build(outs, pos);
 }
@@ -177,6 +200,8 @@ V scan_generic(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opts)
   // Forward on a scratch tape without gradients; note the captured Vars that require grad.
   std::vector<Tensor<T>> ys;
   bool captured_req = false;
+  std::vector<int32_t> parent_ids = in_ids;
+  const std::shared_ptr<TapeState<T>> caller = current_state<T>();
   {
     Tape<T> scratch;
     NoGradGuard no_grad;
@@ -197,22 +222,27 @@ V scan_generic(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opts)
       ys.push_back(Tensor<T>::empty(shapes[l]));
       if (T_len > 0) ascan::detail::join_slices(y_slices[l], d, ys[l]);
     }
-    for (const auto& [proxy, imp] : scratch.state()->imports)
+    for (const auto& [proxy, imp] : scratch.state()->imports) {
       captured_req = captured_req || imp.outer->requires_grad[imp.outer_id];
+      // Vars of the current tape that f captures are the scan's parents too: the backward sends
+      // them gradient, and they must run after it.
+      if (imp.outer == caller) parent_ids.push_back(imp.outer_id);
+    }
   }
   const auto& cur = current_state<T>();
   bool req = captured_req;
   for (int32_t id : in_ids) req = req || cur->requires_grad[id];
   req = req && grad_enabled();
   auto out_ids = std::make_shared<std::vector<int32_t>>();
+  auto out_serials = std::make_shared<std::vector<uint32_t>>();
   BackwardFn<T> fn = [=](TapeState<T>& s, int32_t) {
     bool any = false;
-    for (int32_t id : *out_ids) any = any || s.has_grad[id];
+    for (size_t l = 0; l < L; ++l) any = any || output_grad(s, (*out_ids)[l], (*out_serials)[l]);
     if (!any || T_len == 0) return;
     std::vector<std::vector<Tensor<T>>> gbar(L), y_sl(L), dx(L, std::vector<Tensor<T>>(T_len));
     for (size_t l = 0; l < L; ++l) {
-      const int32_t id = (*out_ids)[l];
-      gbar[l] = ascan::detail::split_slices(s.has_grad[id] ? s.grads[id] : Tensor<T>::zeros(shapes[l]), d);
+      const Tensor<T>* gl = output_grad(s, (*out_ids)[l], (*out_serials)[l]);
+      gbar[l] = ascan::detail::split_slices(gl ? *gl : Tensor<T>::zeros(shapes[l]), d);
       y_sl[l] = ascan::detail::split_slices(ys[l], d);
     }
     std::vector<Tensor<T>> g(L);  // adjoint at the current scan step
@@ -220,7 +250,7 @@ V scan_generic(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opts)
     Tape<T> nested;
     EnableGradGuard record_vjps;
     for (int64_t t = T_len - 1; t >= 1; --t) {
-      const int32_t mark = nested.mark();
+      const int64_t mark = nested.mark();
       std::vector<Var<T>> left, right;
       for (size_t l = 0; l < L; ++l) {
         left.push_back(param(y_sl[l][step(t - 1)]));
@@ -250,7 +280,7 @@ V scan_generic(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opts)
       s.accumulate(in_ids[l], full);
     }
   };
-  const auto outs = push_outputs(ys, req, *out_ids, fn);
+  const auto outs = push_outputs(ys, req, *out_ids, *out_serials, parent_ids, std::move(fn));
   size_t pos = 0;
   return Tree::build(outs, pos);
 }

@@ -1,15 +1,26 @@
-// tape.hpp — the reverse-mode tape: flat node arrays addressed by integer ids.
+// tape.hpp — the reverse-mode tape: flat node arrays addressed by integer ids, nodes reference-counted.
 //
 // A Tape<T> records one node per tensor operation (never per scalar): its value, its gradient
-// (allocated by backward), whether it requires grad, and a backward function that pulls the
-// node's gradient into its parents' gradients. backward() sweeps ids in reverse creation order —
-// no recursion, no pointer graph. Tapes nest (RAII): constructing a Tape makes it the current
-// tape of this thread until it is destroyed, so a VJP can be taken on a fresh tape inside a
-// backward sweep; a Var of an enclosing tape used on the current one is imported as a proxy leaf
-// whose gradient can be sent back (propagate_to_outer). Without a user tape, each thread has a
-// default one. Not thread-safe: one tape is used by one thread.
+// (allocated by backward), whether it requires grad, the parents it needs gradients for, and a
+// backward function that pulls the node's gradient into its parents' gradients.
+//
+// Lifetime follows the handles, as in PyTorch: a node is referenced by the Vars that name it and
+// by the nodes that list it as a parent. When the count drops to zero the node, its value, its
+// gradient and the tensors its backward function saved are freed, and its slot is reused, so a
+// training loop that builds a graph per step needs no scope and no rewind. backward() releases
+// the graph it swept (backward functions and parent links) unless asked to retain it; the Vars
+// keep their values, and a second backward through a released node throws.
+//
+// backward() visits the nodes reachable from the root through parent links, in reverse creation
+// order (a sequence number, since slots are reused) — no recursion. Tapes nest (RAII): a Tape
+// object is the current tape of this thread from construction to destruction, so a VJP can be
+// taken on a fresh tape inside a backward sweep; a Var of an enclosing tape used on the current
+// one is imported as a proxy leaf (which keeps the outer node alive) whose gradient can be sent
+// back (propagate_to_outer). Without a user tape, each thread has a default one. Not
+// thread-safe: one tape is used by one thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -23,6 +34,13 @@
 namespace ascan::ad {
 
 template <class T> class Tape;
+
+// Options of ascan::ad::backward().
+struct BackwardOptions {
+  // Keep the swept graph (backward functions and the tensors they saved) so that backward can run
+  // through it again; by default it is released as it is swept, as in PyTorch.
+  bool retain_graph = false;
+};
 
 namespace detail {
 
@@ -40,34 +58,138 @@ struct TapeState {
     uint32_t outer_serial;
   };
 
+  // One entry per slot; a slot is live (a node) or free (on free_ids, reused by push()).
   std::vector<Tensor<T>> values;
   std::vector<Tensor<T>> grads;            // numel 0 shape {0} when absent
   std::vector<uint8_t> has_grad;
   std::vector<uint8_t> requires_grad;
   std::vector<uint8_t> is_leaf;
-  std::vector<uint32_t> serials;           // bumped when an id is reused after rewind
+  std::vector<uint8_t> live;
+  std::vector<uint8_t> released;           // backward freed its graph (no function, no parents)
+  std::vector<uint32_t> serials;           // a new one each time a slot becomes a node
+  std::vector<uint32_t> refs;              // Vars, child nodes and proxies that reference it
+  std::vector<int64_t> seqs;               // creation order (slots are reused out of order)
   std::vector<uint8_t> always_run;         // multi-output heads: run even without own gradient
+  std::vector<std::vector<int32_t>> parents;  // the nodes it sends gradient to (each holds a ref)
   std::vector<BackwardFn<T>> backward_fns;
+  std::vector<int32_t> free_ids;
   std::map<int32_t, Import> imports;       // proxy id -> the enclosing tape's node
   std::map<std::pair<const TapeState*, int32_t>, int32_t> import_ids;
   std::shared_ptr<TapeState> outer;        // the enclosing tape (nullptr for a default tape)
   Tensor<T> seed;                          // the caller's cotangent while a sweep runs
   bool alive = true;
   uint32_t next_serial = 1;
+  int64_t next_seq = 0;
+  int64_t num_live = 0;
+  std::vector<int32_t> pending;            // nodes whose count reached zero, being freed
+  bool draining = false;
 
-  int32_t size() const { return static_cast<int32_t>(values.size()); }
+  int32_t slots() const { return static_cast<int32_t>(values.size()); }
+  bool holds(int32_t id, uint32_t serial) const {
+    return alive && id >= 0 && id < slots() && live[id] && serials[id] == serial;
+  }
 
-  int32_t push(Tensor<T> value, bool req, bool leaf, BackwardFn<T> fn) {
-    const int32_t id = size();
-    values.push_back(std::move(value));
-    grads.emplace_back();
-    has_grad.push_back(0);
-    requires_grad.push_back(req ? 1 : 0);
-    is_leaf.push_back(leaf ? 1 : 0);
-    serials.push_back(next_serial++);
-    always_run.push_back(0);
-    backward_fns.push_back(req ? std::move(fn) : BackwardFn<T>{});
+  // Records a node; it holds a reference on each parent (the nodes its function sends gradient
+  // to). The node itself starts with no reference: the Var made for it takes the first.
+  int32_t push(Tensor<T> value, bool req, bool leaf, BackwardFn<T> fn, std::vector<int32_t> links = {}) {
+    int32_t id;
+    if (!free_ids.empty()) {
+      id = free_ids.back();
+      free_ids.pop_back();
+      values[id] = std::move(value);
+      grads[id] = Tensor<T>();
+      has_grad[id] = 0;
+      requires_grad[id] = req ? 1 : 0;
+      is_leaf[id] = leaf ? 1 : 0;
+      live[id] = 1;
+      released[id] = 0;
+      serials[id] = next_serial++;
+      refs[id] = 0;
+      seqs[id] = next_seq++;
+      always_run[id] = 0;
+      parents[id] = std::move(links);
+      backward_fns[id] = req ? std::move(fn) : BackwardFn<T>{};
+    } else {
+      id = slots();
+      values.push_back(std::move(value));
+      grads.emplace_back();
+      has_grad.push_back(0);
+      requires_grad.push_back(req ? 1 : 0);
+      is_leaf.push_back(leaf ? 1 : 0);
+      live.push_back(1);
+      released.push_back(0);
+      serials.push_back(next_serial++);
+      refs.push_back(0);
+      seqs.push_back(next_seq++);
+      always_run.push_back(0);
+      parents.push_back(std::move(links));
+      backward_fns.push_back(req ? std::move(fn) : BackwardFn<T>{});
+    }
+    for (int32_t p : parents[id]) ++refs[p];
+    ++num_live;
     return id;
+  }
+
+  void retain(int32_t id, uint32_t serial) {
+    if (holds(id, serial)) ++refs[id];
+  }
+  void release(int32_t id, uint32_t serial) {
+    if (!holds(id, serial) || refs[id] == 0) return;
+    if (--refs[id] == 0) free_node(id);
+  }
+
+  // Frees a node now, whatever its count (rewind), or when its count reached zero. Freeing drops
+  // its parent links and its function's captures, which may free more nodes: they are queued and
+  // freed here in a loop, never by recursion.
+  void free_node(int32_t id) {
+    pending.push_back(id);
+    if (draining) return;
+    draining = true;
+    while (!pending.empty()) {
+      const int32_t n = pending.back();
+      pending.pop_back();
+      if (!live[n]) continue;
+      // Moved out first: destroying them may release Vars of this tape (re-entering release()).
+      BackwardFn<T> fn = std::move(backward_fns[n]);
+      Tensor<T> value = std::move(values[n]), grad = std::move(grads[n]);
+      std::vector<int32_t> links = std::move(parents[n]);
+      backward_fns[n] = BackwardFn<T>{};
+      values[n] = Tensor<T>();
+      grads[n] = Tensor<T>();
+      parents[n].clear();
+      live[n] = 0;
+      has_grad[n] = 0;
+      refs[n] = 0;
+      --num_live;
+      free_ids.push_back(n);
+      std::shared_ptr<TapeState> import_outer;
+      int32_t import_id = -1;
+      uint32_t import_serial = 0;
+      if (auto it = imports.find(n); it != imports.end()) {
+        import_outer = std::move(it->second.outer);
+        import_id = it->second.outer_id;
+        import_serial = it->second.outer_serial;
+        import_ids.erase({import_outer.get(), import_id});
+        imports.erase(it);
+      }
+      for (int32_t p : links)
+        if (live[p] && refs[p] > 0 && --refs[p] == 0) pending.push_back(p);
+      fn = BackwardFn<T>{};
+      if (import_outer) import_outer->release(import_id, import_serial);
+    }
+    draining = false;
+  }
+
+  // After a sweep that does not retain the graph: the node keeps its value, loses its function
+  // (and what it saved) and its parent links.
+  void release_graph(int32_t id) {
+    BackwardFn<T> fn = std::move(backward_fns[id]);
+    std::vector<int32_t> links = std::move(parents[id]);
+    backward_fns[id] = BackwardFn<T>{};
+    parents[id].clear();
+    released[id] = 1;
+    for (int32_t p : links)
+      if (live[p] && refs[p] > 0 && --refs[p] == 0) free_node(p);
   }
 
   // grad[id] += g (g has the node's shape). Gradients are never modified in place: the stored
@@ -82,37 +204,51 @@ struct TapeState {
       has_grad[id] = 1;
       return;
     }
-    auto sum = Tensor<T>::empty(g.shape());
-    const T* a = grads[id].data();
-    const T* b = g.data();
-    for (int64_t i = 0; i < sum.numel(); ++i) sum.data()[i] = a[i] + b[i];
-    grads[id] = sum;
+    grads[id] = accumulate_sum(grads[id], g);
   }
 
-  void rewind(int32_t mark) {
-    for (auto it = imports.lower_bound(mark); it != imports.end();) {
-      import_ids.erase({it->second.outer.get(), it->second.outer_id});
-      it = imports.erase(it);
-    }
-    values.resize(mark);
-    grads.resize(mark);
-    has_grad.resize(mark);
-    requires_grad.resize(mark);
-    is_leaf.resize(mark);
-    serials.resize(mark);
-    always_run.resize(mark);
-    backward_fns.resize(mark);
+  // Drops every node created at or after sequence number `mark`, newest first.
+  void rewind(int64_t mark) {
+    std::vector<int32_t> drop;
+    for (int32_t i = 0; i < slots(); ++i)
+      if (live[i] && seqs[i] >= mark) drop.push_back(i);
+    std::sort(drop.begin(), drop.end(), [&](int32_t a, int32_t b) { return seqs[a] > seqs[b]; });
+    for (int32_t i : drop)
+      if (live[i]) free_node(i);
+  }
+
+  static Tensor<T> accumulate_sum(const Tensor<T>& a, const Tensor<T>& b) {
+    auto sum = Tensor<T>::empty(b.shape());
+    const T* pa = a.data();
+    const T* pb = b.data();
+    T* ps = sum.data();
+    for (int64_t i = 0; i < sum.numel(); ++i) ps[i] = pa[i] + pb[i];
+    return sum;
   }
 };
 
-// Ends a tape: backward functions may hold Vars of their own tape (a generic combine that
-// captures a parameter), a reference cycle that is broken here.
+// Ends a tape: frees every node (Vars of it become invalid) and releases the enclosing tapes'
+// nodes its proxies kept alive.
 template <class T>
 void close_tape(TapeState<T>& s) {
-  s.alive = false;
-  s.backward_fns.clear();
+  if (!s.alive) return;
+  std::vector<typename TapeState<T>::Import> imports;
+  for (auto& [proxy, imp] : s.imports) imports.push_back(std::move(imp));
   s.imports.clear();
   s.import_ids.clear();
+  s.alive = false;
+  // Moved out before destruction: functions may hold Vars of this tape (a generic combine that
+  // captures a parameter); they see a dead tape and do nothing.
+  auto fns = std::move(s.backward_fns);
+  auto values = std::move(s.values);
+  auto grads = std::move(s.grads);
+  s.backward_fns.clear();
+  s.values.clear();
+  s.grads.clear();
+  s.parents.clear();
+  s.num_live = 0;
+  fns.clear();
+  for (auto& imp : imports) imp.outer->release(imp.outer_id, imp.outer_serial);
 }
 
 template <class T>
@@ -145,7 +281,7 @@ inline bool& grad_mode_enabled() {
 }  // namespace detail
 
 // RAII tape: current for this thread from construction to destruction. Tapes must be destroyed
-// in reverse order of creation (they are scopes).
+// in reverse order of creation (they are scopes). Destroying a tape frees all its nodes.
 template <class T>
 class Tape {
  public:
@@ -163,14 +299,15 @@ class Tape {
   Tape(const Tape&) = delete;
   Tape& operator=(const Tape&) = delete;
 
-  int32_t size() const { return state_->size(); }
-  // A position to rewind to: nodes created after mark() are dropped by rewind(mark), e.g. at the
-  // end of each training step, keeping the parameters made before it.
-  int32_t mark() const { return state_->size(); }
-  void rewind(int32_t mark) {
-    if (mark < 0 || mark > state_->size())
-      ascan::detail::raise("ascan::ad::Tape::rewind(): mark {} is out of range, expected 0 <= mark <= {}",
-                           mark, state_->size());
+  // The number of live nodes (freed nodes are not counted).
+  int64_t size() const { return state_->num_live; }
+  // A position to rewind to: nodes created after mark() are dropped by rewind(mark), whether or
+  // not Vars still name them (those Vars become invalid).
+  int64_t mark() const { return state_->next_seq; }
+  void rewind(int64_t mark) {
+    if (mark < 0 || mark > state_->next_seq)
+      ascan::detail::raise("ascan::ad::Tape::rewind(): mark {} is out of range, expected a value returned by "
+                           "mark() (0 <= mark <= {})", mark, state_->next_seq);
     state_->rewind(mark);
   }
   // Adds the gradients of proxies of enclosing-tape Vars to those Vars' gradients.
@@ -180,8 +317,7 @@ class Tape {
 
   static void propagate_imports(detail::TapeState<T>& s) {
     for (const auto& [proxy, imp] : s.imports) {
-      if (!s.has_grad[proxy] || !imp.outer->alive) continue;
-      if (imp.outer_id >= imp.outer->size() || imp.outer->serials[imp.outer_id] != imp.outer_serial) continue;
+      if (!s.has_grad[proxy] || !imp.outer->holds(imp.outer_id, imp.outer_serial)) continue;
       imp.outer->accumulate(imp.outer_id, s.grads[proxy]);
     }
   }
@@ -189,6 +325,13 @@ class Tape {
  private:
   std::shared_ptr<detail::TapeState<T>> state_;
 };
+
+// The number of live nodes on this thread's current tape (the default tape when no Tape object
+// is in scope): constant from step to step in a training loop that keeps no graph alive.
+template <class T>
+int64_t live_nodes() {
+  return detail::current_state<T>()->num_live;
+}
 
 // Sets whether operations record backward functions for a scope, restoring the previous mode.
 class GradModeGuard {
