@@ -9,100 +9,160 @@ using detail::id_on_current;
 using detail::record;
 using detail::TapeState;
 
+// z = fwd(a, b) with broadcasting. bwd(g, a, b, z, k) returns operand k's gradient at z's shape
+// (or at the operand's own shape, which is then used as is); it is summed down to the operand's
+// shape in parallel, in an order fixed by the shapes.
 template <class T, class Fwd, class Bwd>
 Var<T> binary_op(const Var<T>& a, const Var<T>& b, const char* where, Fwd fwd, Bwd bwd) {
   const int32_t ia = id_on_current(a, where), ib = id_on_current(b, where);
   const Tensor<T> va = a.value(), vb = b.value();
   broadcast_shapes(va.shape(), vb.shape(), where);  // named error before any work
-  return record<T>(fwd(va, vb), {ia, ib}, [=](TapeState<T>& s, int32_t self) {
+  Tensor<T> z = kernels::broadcast_zip(va, vb, where, fwd);
+  return record<T>(z, {ia, ib}, [=](TapeState<T>& s, int32_t self) {
     const Tensor<T> g = s.grads[self];
-    if (s.requires_grad[ia]) s.accumulate(ia, reduce_to(bwd(g, va, vb, 0), va.shape()));
-    if (s.requires_grad[ib]) s.accumulate(ib, reduce_to(bwd(g, va, vb, 1), vb.shape()));
+    const Tensor<T> y = s.values[self];
+    if (s.requires_grad[ia]) s.accumulate(ia, kernels::reduce_to(bwd(g, va, vb, y, 0), va.shape()));
+    if (s.requires_grad[ib]) s.accumulate(ib, kernels::reduce_to(bwd(g, va, vb, y, 1), vb.shape()));
   });
 }
 
-// y = fn(a); dy/da computed from (a, y).
-template <class T, class Fn, class Deriv>
+// y = fn(a); the backward is g * deriv(x, y), deriv(y) or deriv(x) (Saves says which of a and y
+// the backward reads: the fewer streams, the faster it runs).
+enum class Saves { x, y, both };
+
+template <Saves kSaves, class T, class Fn, class Deriv>
 Var<T> unary_op(const Var<T>& a, const char* where, Fn fn, Deriv deriv) {
   const int32_t ia = id_on_current(a, where);
   const Tensor<T> va = a.value();
-  const Tensor<T> y = kernels::map(va, fn);
+  Tensor<T> y = kernels::map(va, fn);
   return record<T>(y, {ia}, [=](TapeState<T>& s, int32_t self) {
-    s.accumulate(ia, kernels::zip3(s.grads[self], va, y, [&](T g, T x, T yy) { return g * deriv(x, yy); }));
+    const Tensor<T>& g = s.grads[self];
+    if constexpr (kSaves == Saves::x) {
+      s.accumulate(ia, kernels::zip(g, va, [&](T gg, T x) { return gg * deriv(x); }));
+    } else if constexpr (kSaves == Saves::y) {
+      s.accumulate(ia, kernels::zip(g, s.values[self], [&](T gg, T yy) { return gg * deriv(yy); }));
+    } else {
+      s.accumulate(ia, kernels::zip3(g, va, s.values[self], [&](T gg, T x, T yy) { return gg * deriv(x, yy); }));
+    }
   });
+}
+
+// y = fn(a) with a constant derivative: the backward scales the gradient (or passes it on).
+template <class T, class Fn>
+Var<T> linear_op(const Var<T>& a, const char* where, Fn fn, T slope) {
+  const int32_t ia = id_on_current(a, where);
+  return record<T>(kernels::map(a.value(), fn), {ia}, [=](TapeState<T>& s, int32_t self) {
+    const Tensor<T>& g = s.grads[self];
+    s.accumulate(ia, slope == T(1) ? g : kernels::map(g, [slope](T gg) { return gg * slope; }));
+  });
+}
+
+template <class T>
+Tensor<T> negate(const Tensor<T>& g) {
+  return kernels::map(g, [](T v) { return -v; });
 }
 
 }  // namespace
 
+namespace detail {
+template <class T>
+Tensor<T> add_gradients(const Tensor<T>& a, const Tensor<T>& b) {
+  return kernels::zip(a, b, [](T x, T y) { return x + y; });
+}
+template <class T>
+Tensor<T> copy_gradient(const Tensor<T>& a) {
+  return kernels::map(a, [](T x) { return x; });
+}
+template Tensor<float> add_gradients(const Tensor<float>&, const Tensor<float>&);
+template Tensor<double> add_gradients(const Tensor<double>&, const Tensor<double>&);
+template Tensor<float> copy_gradient(const Tensor<float>&);
+template Tensor<double> copy_gradient(const Tensor<double>&);
+}  // namespace detail
+
 template <class T>
 Var<T> operator+(const Var<T>& a, const Var<T>& b) {
-  return binary_op(a, b, "ascan::ad::operator+()", [](const Tensor<T>& x, const Tensor<T>& y) { return x + y; },
-                   [](const Tensor<T>& g, const Tensor<T>&, const Tensor<T>&, int) { return g; });
+  return binary_op(a, b, "ascan::ad::operator+()", [](T x, T y) { return x + y; },
+                   [](const Tensor<T>& g, const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, int) { return g; });
 }
 template <class T>
 Var<T> operator-(const Var<T>& a, const Var<T>& b) {
-  return binary_op(a, b, "ascan::ad::operator-()", [](const Tensor<T>& x, const Tensor<T>& y) { return x - y; },
-                   [](const Tensor<T>& g, const Tensor<T>&, const Tensor<T>&, int k) { return k == 0 ? g : -g; });
+  constexpr const char* where = "ascan::ad::operator-()";
+  const int32_t ia = id_on_current(a, where), ib = id_on_current(b, where);
+  const Shape sa = a.shape(), sb = b.shape();
+  broadcast_shapes(sa, sb, where);
+  return record<T>(kernels::broadcast_zip(a.value(), b.value(), where, [](T x, T y) { return x - y; }), {ia, ib},
+                   [=](TapeState<T>& s, int32_t self) {
+                     const Tensor<T> g = s.grads[self];
+                     if (s.requires_grad[ia]) s.accumulate(ia, kernels::reduce_to(g, sa));
+                     if (s.requires_grad[ib]) s.accumulate(ib, negate(kernels::reduce_to(g, sb)));
+                   });
 }
 template <class T>
 Var<T> operator*(const Var<T>& a, const Var<T>& b) {
-  return binary_op(a, b, "ascan::ad::operator*()", [](const Tensor<T>& x, const Tensor<T>& y) { return x * y; },
-                   [](const Tensor<T>& g, const Tensor<T>& x, const Tensor<T>& y, int k) { return k == 0 ? g * y : g * x; });
+  constexpr const char* where = "ascan::ad::operator*()";
+  return binary_op(a, b, where, [](T x, T y) { return x * y; },
+                   [](const Tensor<T>& g, const Tensor<T>& x, const Tensor<T>& y, const Tensor<T>&, int k) {
+                     return kernels::broadcast_zip(g, k == 0 ? y : x, where, [](T gg, T v) { return gg * v; });
+                   });
 }
 template <class T>
 Var<T> operator/(const Var<T>& a, const Var<T>& b) {
-  return binary_op(a, b, "ascan::ad::operator/()", [](const Tensor<T>& x, const Tensor<T>& y) { return x / y; },
-                   [](const Tensor<T>& g, const Tensor<T>& x, const Tensor<T>& y, int k) {
-                     return k == 0 ? g / y : -(g * x) / (y * y);
+  constexpr const char* where = "ascan::ad::operator/()";
+  return binary_op(a, b, where, [](T x, T y) { return x / y; },
+                   [](const Tensor<T>& g, const Tensor<T>&, const Tensor<T>& y, const Tensor<T>& z, int k) {
+                     // d/dx = g / y; d/dy = -g x / y^2 = -(g z) / y with z = x / y.
+                     if (k == 0) return kernels::broadcast_zip(g, y, where, [](T gg, T v) { return gg / v; });
+                     const Tensor<T> gz = kernels::zip(g, z, [](T gg, T zz) { return gg * zz; });
+                     return kernels::broadcast_zip(gz, y, where, [](T v, T yy) { return -v / yy; });
                    });
 }
 template <class T>
 Var<T> operator-(const Var<T>& a) {
-  return unary_op(a, "ascan::ad::operator-()", [](T x) { return -x; }, [](T, T) { return T(-1); });
+  return linear_op(a, "ascan::ad::operator-()", [](T x) { return -x; }, T(-1));
 }
 template <class T>
 Var<T> operator+(const Var<T>& a, T s) {
-  return unary_op(a, "ascan::ad::operator+()", [s](T x) { return x + s; }, [](T, T) { return T(1); });
+  return linear_op(a, "ascan::ad::operator+()", [s](T x) { return x + s; }, T(1));
 }
 template <class T>
 Var<T> operator*(const Var<T>& a, T s) {
-  return unary_op(a, "ascan::ad::operator*()", [s](T x) { return x * s; }, [s](T, T) { return s; });
+  return linear_op(a, "ascan::ad::operator*()", [s](T x) { return x * s; }, s);
 }
 
 template <class T>
 Var<T> exp(const Var<T>& a) {
-  return unary_op(a, "ascan::ad::exp()", [](T x) { return std::exp(x); }, [](T, T y) { return y; });
+  return unary_op<Saves::y>(a, "ascan::ad::exp()", [](T x) { return std::exp(x); }, [](T y) { return y; });
 }
 template <class T>
 Var<T> log(const Var<T>& a) {
-  return unary_op(a, "ascan::ad::log()", [](T x) { return std::log(x); }, [](T x, T) { return T(1) / x; });
+  return unary_op<Saves::x>(a, "ascan::ad::log()", [](T x) { return std::log(x); }, [](T x) { return T(1) / x; });
 }
 template <class T>
 Var<T> tanh(const Var<T>& a) {
-  return unary_op(a, "ascan::ad::tanh()", [](T x) { return std::tanh(x); }, [](T, T y) { return T(1) - y * y; });
+  return unary_op<Saves::y>(a, "ascan::ad::tanh()", [](T x) { return std::tanh(x); }, [](T y) { return T(1) - y * y; });
 }
 template <class T>
 Var<T> sigmoid(const Var<T>& a) {
-  return unary_op(a, "ascan::ad::sigmoid()", [](T x) { return kernels::sigmoid(x); },
-                  [](T, T y) { return y * (T(1) - y); });
+  return unary_op<Saves::y>(a, "ascan::ad::sigmoid()", [](T x) { return kernels::sigmoid(x); },
+                            [](T y) { return y * (T(1) - y); });
 }
 template <class T>
 Var<T> relu(const Var<T>& a) {
-  return unary_op(a, "ascan::ad::relu()", [](T x) { return x > 0 ? x : T(0); },
-                  [](T x, T) { return x > 0 ? T(1) : T(0); });
+  return unary_op<Saves::x>(a, "ascan::ad::relu()", [](T x) { return x > 0 ? x : T(0); },
+                            [](T x) { return x > 0 ? T(1) : T(0); });
 }
 template <class T>
 Var<T> softplus(const Var<T>& a) {
-  return unary_op(a, "ascan::ad::softplus()", [](T x) { return kernels::softplus(x); },
-                  [](T x, T) { return kernels::sigmoid(x); });
+  return unary_op<Saves::x>(a, "ascan::ad::softplus()", [](T x) { return kernels::softplus(x); },
+                            [](T x) { return kernels::sigmoid(x); });
 }
 template <class T>
 Var<T> square(const Var<T>& a) {
-  return unary_op(a, "ascan::ad::square()", [](T x) { return x * x; }, [](T x, T) { return 2 * x; });
+  return unary_op<Saves::x>(a, "ascan::ad::square()", [](T x) { return x * x; }, [](T x) { return 2 * x; });
 }
 template <class T>
 Var<T> sqrt(const Var<T>& a) {
-  return unary_op(a, "ascan::ad::sqrt()", [](T x) { return std::sqrt(x); }, [](T, T y) { return T(0.5) / y; });
+  return unary_op<Saves::y>(a, "ascan::ad::sqrt()", [](T x) { return std::sqrt(x); }, [](T y) { return T(0.5) / y; });
 }
 
 #define ASCAN_AD_INSTANTIATE(T)                                   \

@@ -1,4 +1,5 @@
 // ops_reduce.cpp — sums, means, softmax, log-softmax and gather on Var, with their VJPs.
+#include <algorithm>
 #include <limits>
 
 #include "ascan/ad/ops.hpp"
@@ -11,12 +12,20 @@ using detail::id_on_current;
 using detail::record;
 using detail::TapeState;
 
-// Calls fn(row_pointer, stride, length) for every 1-D line along a resolved dim.
+// Calls fn(line, stride, length) for every 1-D line along a resolved dim of `t` (line = the
+// line's flat index, o * inner + i), lines in parallel.
 template <class T, class Fn>
-void for_each_line(Tensor<T>& t, int64_t dim, Fn fn) {
+void for_each_line(const Tensor<T>& t, int64_t dim, Fn fn) {
   const ScanView v = scan_view(t.shape(), dim);
-  for (int64_t o = 0; o < v.outer; ++o)
-    for (int64_t i = 0; i < v.inner; ++i) fn(t.data() + o * v.length * v.inner + i, v.inner, v.length);
+  kernels::parallel_elements(v.outer * v.inner, std::max<int64_t>(1, kernels::kGrain / std::max<int64_t>(v.length, 1)),
+                             [&](int64_t l0, int64_t l1) {
+                               for (int64_t l = l0; l < l1; ++l) fn(l, v.inner, v.length);
+                             });
+}
+
+// The flat offset of line `l` (o * inner + i) of a [outer, length, inner] view.
+inline int64_t line_offset(int64_t l, int64_t stride, int64_t length) {
+  return (l / stride) * length * stride + l % stride;
 }
 
 // Stable log-sum-exp of a strided line.
@@ -35,8 +44,11 @@ template <class T>
 Var<T> sum(const Var<T>& a) {
   const int32_t ia = id_on_current(a, "ascan::ad::sum()");
   const Shape in = a.shape();
-  return record<T>(ascan::sum(a.value()), {ia}, [=](TapeState<T>& s, int32_t self) {
-    s.accumulate(ia, Tensor<T>::full(in, s.grads[self].data()[0]));
+  const Tensor<T> va = a.value();
+  auto total = Tensor<T>::empty({});
+  kernels::reduce_middle(va.data(), total.data(), 1, va.numel(), 1);
+  return record<T>(total, {ia}, [=](TapeState<T>& s, int32_t self) {
+    s.accumulate(ia, kernels::fill(in, s.grads[self].data()[0]));
   });
 }
 
@@ -55,7 +67,7 @@ Var<T> sum(const Var<T>& a, int64_t dim, bool keepdim) {
   const int64_t d = resolve_dim(dim, a.rank(), where, "the operand");
   const Shape in = a.shape();
   return record<T>(kernels::sum_dim(a.value(), d, keepdim), {ia}, [=](TapeState<T>& s, int32_t self) {
-    s.accumulate(ia, ascan::broadcast_to(s.grads[self].reshape(kernels::keepdim_shape(in, d)), in));
+    s.accumulate(ia, kernels::broadcast_to(s.grads[self].reshape(kernels::keepdim_shape(in, d)), in));
   });
 }
 
@@ -73,16 +85,26 @@ Var<T> softmax(const Var<T>& a, int64_t dim) {
   constexpr const char* where = "ascan::ad::softmax()";
   const int32_t ia = id_on_current(a, where);
   const int64_t d = resolve_dim(dim, a.rank(), where, "the operand");
-  Tensor<T> y = a.value().clone();
-  for_each_line(y, d, [](T* p, int64_t stride, int64_t n) {
-    const T lse = line_logsumexp(p, stride, n);
-    for (int64_t k = 0; k < n; ++k) p[k * stride] = std::exp(p[k * stride] - lse);
+  const Tensor<T> x = a.value();
+  auto y = Tensor<T>::empty(x.shape());
+  for_each_line(x, d, [&](int64_t l, int64_t stride, int64_t n) {
+    const int64_t off = line_offset(l, stride, n);
+    const T lse = line_logsumexp(x.data() + off, stride, n);
+    for (int64_t k = 0; k < n; ++k) y.data()[off + k * stride] = std::exp(x.data()[off + k * stride] - lse);
   });
   return record<T>(y, {ia}, [=](TapeState<T>& s, int32_t self) {
-    // dx = y * (g - sum(g * y))
-    Tensor<T> gy = kernels::zip(s.grads[self], y, [](T g, T yy) { return g * yy; });
-    const Tensor<T> dot = kernels::sum_dim(gy, d, true);
-    s.accumulate(ia, gy - y * dot);
+    // dx = y * (g - sum(g * y)), one line at a time.
+    const Tensor<T>& g = s.grads[self];
+    auto dx = Tensor<T>::empty(y.shape());
+    for_each_line(y, d, [&](int64_t l, int64_t stride, int64_t n) {
+      const int64_t off = line_offset(l, stride, n);
+      const T* gp = g.data() + off;
+      const T* yp = y.data() + off;
+      T dot = 0;
+      for (int64_t k = 0; k < n; ++k) dot += gp[k * stride] * yp[k * stride];
+      for (int64_t k = 0; k < n; ++k) dx.data()[off + k * stride] = yp[k * stride] * (gp[k * stride] - dot);
+    });
+    s.accumulate(ia, dx);
   });
 }
 
@@ -91,16 +113,26 @@ Var<T> log_softmax(const Var<T>& a, int64_t dim) {
   constexpr const char* where = "ascan::ad::log_softmax()";
   const int32_t ia = id_on_current(a, where);
   const int64_t d = resolve_dim(dim, a.rank(), where, "the operand");
-  Tensor<T> y = a.value().clone();
-  for_each_line(y, d, [](T* p, int64_t stride, int64_t n) {
-    const T lse = line_logsumexp(p, stride, n);
-    for (int64_t k = 0; k < n; ++k) p[k * stride] -= lse;
+  const Tensor<T> x = a.value();
+  auto y = Tensor<T>::empty(x.shape());
+  for_each_line(x, d, [&](int64_t l, int64_t stride, int64_t n) {
+    const int64_t off = line_offset(l, stride, n);
+    const T lse = line_logsumexp(x.data() + off, stride, n);
+    for (int64_t k = 0; k < n; ++k) y.data()[off + k * stride] = x.data()[off + k * stride] - lse;
   });
   return record<T>(y, {ia}, [=](TapeState<T>& s, int32_t self) {
-    // dx = g - softmax * sum(g)
-    const Tensor<T> g = s.grads[self];
-    const Tensor<T> total = kernels::sum_dim(g, d, true);
-    s.accumulate(ia, g - kernels::map(y, [](T v) { return std::exp(v); }) * total);
+    // dx = g - softmax * sum(g), one line at a time.
+    const Tensor<T>& g = s.grads[self];
+    auto dx = Tensor<T>::empty(y.shape());
+    for_each_line(y, d, [&](int64_t l, int64_t stride, int64_t n) {
+      const int64_t off = line_offset(l, stride, n);
+      const T* gp = g.data() + off;
+      const T* yp = y.data() + off;
+      T total = 0;
+      for (int64_t k = 0; k < n; ++k) total += gp[k * stride];
+      for (int64_t k = 0; k < n; ++k) dx.data()[off + k * stride] = gp[k * stride] - std::exp(yp[k * stride]) * total;
+    });
+    s.accumulate(ia, dx);
   });
 }
 

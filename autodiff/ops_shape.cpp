@@ -1,4 +1,8 @@
 // ops_shape.cpp — matmul, transposes, reshapes, slicing and joining on Var, with their VJPs.
+#include <Eigen/Core>
+
+#include <algorithm>
+
 #include "ascan/ad/ops.hpp"
 #include "kernels.hpp"
 
@@ -9,6 +13,85 @@ using detail::id_on_current;
 using detail::record;
 using detail::TapeState;
 
+template <class T>
+using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using Mat = Eigen::Map<const RowMatrix<T>>;
+template <class T>
+using MutMat = Eigen::Map<RowMatrix<T>>;
+
+// A row-major operand of a product: a [rows, cols] matrix, or the transpose of the stored one.
+template <class T>
+struct Operand {
+  const T* data;
+  bool transposed;  // stored as [cols, rows]
+};
+
+template <class T>
+void product_into(T* out, Operand<T> a, Operand<T> b, int64_t m, int64_t k, int64_t n, bool accumulate) {
+  MutMat<T> o(out, m, n);
+  auto run = [&](const auto& x, const auto& y) {
+    if (accumulate) o.noalias() += x * y;
+    else o.noalias() = x * y;
+  };
+  if (!a.transposed && !b.transposed) run(Mat<T>(a.data, m, k), Mat<T>(b.data, k, n));
+  else if (!a.transposed) run(Mat<T>(a.data, m, k), Mat<T>(b.data, n, k).transpose());
+  else if (!b.transposed) run(Mat<T>(a.data, k, m).transpose(), Mat<T>(b.data, k, n));
+  else run(Mat<T>(a.data, k, m).transpose(), Mat<T>(b.data, n, k).transpose());
+}
+
+// out[batch, m, n] = op(a)[batch] · op(b)[batch], where an operand with step 0 is shared by every
+// batch. When `sum_batches`, out is one [m, n] matrix, the sum over batches (in batch order).
+// Batches run in parallel; one large product is split into fixed blocks of rows of out (the split
+// depends on the shape only, and every element is summed over k in the same order either way).
+template <class T>
+Tensor<T> products(Operand<T> a, int64_t step_a, Operand<T> b, int64_t step_b, int64_t batches, int64_t m,
+                   int64_t k, int64_t n, bool sum_batches, Shape out_shape) {
+  auto out = Tensor<T>::empty(out_shape);
+  T* po = out.data();
+  if (m * n == 0) return out;
+  if (k == 0 || batches == 0) {
+    std::fill(po, po + out.numel(), T(0));
+    return out;
+  }
+  const int64_t flops = m * k * n;
+  if (sum_batches) {
+    for (int64_t bt = 0; bt < batches; ++bt)
+      product_into(po, {a.data + bt * step_a, a.transposed}, {b.data + bt * step_b, b.transposed}, m, k, n, bt > 0);
+    return out;
+  }
+  if (batches > 1) {
+    kernels::parallel_elements(batches, std::max<int64_t>(1, (int64_t{1} << 18) / flops), [&](int64_t b0, int64_t b1) {
+      for (int64_t bt = b0; bt < b1; ++bt)
+        product_into(po + bt * m * n, {a.data + bt * step_a, a.transposed}, {b.data + bt * step_b, b.transposed}, m,
+                     k, n, false);
+    });
+    return out;
+  }
+  // One product: blocks of rows of out (rows of op(a)).
+  constexpr int64_t kRowBlock = 64;
+  const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
+  kernels::parallel_elements(blocks, std::max<int64_t>(1, (int64_t{1} << 18) / (kRowBlock * k * n)), [&](int64_t r0, int64_t r1) {
+    for (int64_t blk = r0; blk < r1; ++blk) {
+      const int64_t i0 = blk * kRowBlock, rows = std::min(kRowBlock, m - i0);
+      T* dst = po + i0 * n;
+      if (!a.transposed) {
+        MutMat<T> o(dst, rows, n);
+        const Mat<T> x(a.data + i0 * k, rows, k);
+        if (!b.transposed) o.noalias() = x * Mat<T>(b.data, k, n);
+        else o.noalias() = x * Mat<T>(b.data, n, k).transpose();
+      } else {  // rows of op(a) = columns i0.. of the stored [k, m] matrix
+        using Strided = Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>>;
+        const Strided x(a.data + i0, k, rows, Eigen::OuterStride<>(m));
+        MutMat<T> o(dst, rows, n);
+        if (!b.transposed) o.noalias() = x.transpose() * Mat<T>(b.data, k, n);
+        else o.noalias() = x.transpose() * Mat<T>(b.data, n, k).transpose();
+      }
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 template <class T>
@@ -16,28 +99,51 @@ Var<T> matmul(const Var<T>& a, const Var<T>& b) {
   constexpr const char* where = "ascan::ad::matmul()";
   const int32_t ia = id_on_current(a, where), ib = id_on_current(b, where);
   const Tensor<T> va = a.value(), vb = b.value();
+  const Shape& sa = va.shape();
+  const Shape& sb = vb.shape();
   if (va.rank() == 0 || vb.rank() == 0)
     ascan::detail::raise("{}: operands have shapes {} and {}, expected rank >= 1 for both", where,
-                         format_shape(va.shape()), format_shape(vb.shape()));
-  // Vectors become matrices ([k] -> [1, k] on the left, [k, 1] on the right) for the VJP.
-  const Tensor<T> A = va.rank() == 1 ? va.reshape({1, va.shape()[0]}) : va;
-  const Tensor<T> B = vb.rank() == 1 ? vb.reshape({vb.shape()[0], 1}) : vb;
-  Tensor<T> out;
-  try {
-    out = ascan::matmul(va, vb);
-  } catch (const Error&) {
+                         format_shape(sa), format_shape(sb));
+  // Vectors act as [1, k] on the left and [k, 1] on the right; the added dims are dropped.
+  const bool a_vec = va.rank() == 1, b_vec = vb.rank() == 1;
+  const size_t nba = a_vec ? 0 : sa.size() - 2, nbb = b_vec ? 0 : sb.size() - 2;
+  const int64_t m = a_vec ? 1 : sa[sa.size() - 2], k = sa.back();
+  const int64_t k2 = b_vec ? sb[0] : sb[sb.size() - 2], n = b_vec ? 1 : sb.back();
+  if (k != k2 || (nba > 0 && nbb > 0 && !std::equal(sa.begin(), sa.begin() + nba, sb.begin(), sb.begin() + nbb)))
     ascan::detail::raise("{}: cannot multiply shapes {} and {}, expected [..., m, k] x [..., k, n] "
-                         "with equal batch dims", where, format_shape(va.shape()), format_shape(vb.shape()));
-  }
+                         "with equal batch dims", where, format_shape(sa), format_shape(sb));
+  const Shape& batch_src = nba > 0 ? sa : sb;
+  const size_t nbatch = std::max(nba, nbb);
+  Shape out_shape(batch_src.begin(), batch_src.begin() + nbatch);
+  int64_t batches = 1;
+  for (size_t i = 0; i < nbatch; ++i) batches *= batch_src[i];
+  if (!a_vec) out_shape.push_back(m);
+  if (!b_vec) out_shape.push_back(n);
+  const int64_t step_a = nba ? m * k : 0, step_b = nbb ? k * n : 0;
+  Tensor<T> out = products<T>({va.data(), false}, step_a, {vb.data(), false}, step_b, batches, m, k, n, false, out_shape);
   return record<T>(out, {ia, ib}, [=](TapeState<T>& s, int32_t self) {
-    Shape g_shape = A.shape().size() >= B.shape().size() ? A.shape() : B.shape();
-    g_shape[g_shape.size() - 2] = A.shape()[A.rank() - 2];
-    g_shape[g_shape.size() - 1] = B.shape()[B.rank() - 1];
-    const Tensor<T> G = s.grads[self].reshape(g_shape);
-    if (s.requires_grad[ia])
-      s.accumulate(ia, reduce_to(ascan::matmul(G, kernels::transpose_last2(B)), A.shape()).reshape(va.shape()));
-    if (s.requires_grad[ib])
-      s.accumulate(ib, reduce_to(ascan::matmul(kernels::transpose_last2(A), G), B.shape()).reshape(vb.shape()));
+    const Tensor<T>& G = s.grads[self];  // [batches, m, n]
+    const int64_t step_g = m * n;
+    if (s.requires_grad[ia]) {
+      // dA = G · Bᵀ per batch (summed over batches when A has none). With A batched and B shared,
+      // all batches are one [batches * m, n] x [n, k] product.
+      Tensor<T> dA;
+      if (nba > 0 && nbb == 0)
+        dA = products<T>({G.data(), false}, 0, {vb.data(), true}, 0, 1, batches * m, n, k, false, sa);
+      else
+        dA = products<T>({G.data(), false}, step_g, {vb.data(), true}, step_b, batches, m, n, k, nba == 0, sa);
+      s.accumulate(ia, dA);
+    }
+    if (s.requires_grad[ib]) {
+      // dB = Aᵀ · G per batch (summed when B has none: one [k, batches * m] x [batches * m, n]
+      // product when A is batched).
+      Tensor<T> dB;
+      if (nbb == 0 && nba > 0)
+        dB = products<T>({va.data(), true}, 0, {G.data(), false}, 0, 1, k, batches * m, n, false, sb);
+      else
+        dB = products<T>({va.data(), true}, step_a, {G.data(), false}, step_g, batches, k, m, n, nbb == 0, sb);
+      s.accumulate(ib, dB);
+    }
   });
 }
 
@@ -152,8 +258,12 @@ template <class T>
 Var<T> broadcast_to(const Var<T>& a, const Shape& shape) {
   const int32_t ia = id_on_current(a, "ascan::ad::broadcast_to()");
   const Shape in = a.shape();
-  return record<T>(ascan::broadcast_to(a.value(), shape), {ia}, [=](TapeState<T>& s, int32_t self) {
-    s.accumulate(ia, reduce_to(s.grads[self], in));
+  const Shape result = broadcast_shapes(in, shape, "ascan::ad::broadcast_to()");
+  if (result != shape)
+    ascan::detail::raise("ascan::ad::broadcast_to(): shape {} cannot be broadcast to {}, expected a target "
+                         "that contains it", format_shape(in), format_shape(shape));
+  return record<T>(kernels::broadcast_to(a.value(), shape), {ia}, [=](TapeState<T>& s, int32_t self) {
+    s.accumulate(ia, kernels::reduce_to(s.grads[self], in));
   });
 }
 

@@ -267,6 +267,20 @@ TEST(AdLifetime, GenericCombineCapturingAnIntermediateVar) {
   }, {randn({5, 2, 2}, 1) * 0.6, randn({2, 2}, 2)});
 }
 
+// An op's inputs that need no gradient (a temporary constant) stay alive with the op: their slots
+// are not handed to new nodes that the op's backward would then mistake for its input.
+TEST(AdLifetime, InputsWithoutGradientKeepTheirSlots) {
+  ad::Tape<double> tape;
+  const TD c = randn({5}, 1);
+  VD x = ad::param(randn({5}, 2));
+  VD y = ad::constant(c) * x;  // the constant's handle is gone after this line
+  std::vector<VD> later;
+  for (int i = 0; i < 4; ++i) later.push_back(ad::param(TD::zeros({5})));
+  ad::backward(ad::sum(y));
+  EXPECT_EQ(x.grad(), c);
+  for (const VD& v : later) EXPECT_EQ(v.grad(), TD::zeros({5}));
+}
+
 TEST(AdLifetime, RewindDropsNodesThatHandlesStillName) {
   ad::Tape<double> tape;
   VD w = ad::param(TD::from({1.0, 2.0}, {2}));

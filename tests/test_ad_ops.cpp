@@ -138,3 +138,53 @@ TEST(AdOps, CompositeModel) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace ascan_test;
+namespace ad = ascan::ad;
+
+// Shapes above the ops' parallel grain (2^15 elements), so the threaded, blocked paths run:
+// values against the plain Tensor ops (single-threaded, independent code), gradients against
+// float64 central differences along random directions.
+TEST(AdOpsParallel, LargeOperandsMatchPlainOpsAndFiniteDifferences) {
+  const ad::GradcheckOptions fast{.fast = true, .num_directions = 4};
+  const TD x = randn({300, 129}, 1), row = randn({129}, 2), col = uniform({300, 1}, 3, 0.5, 2.0);
+  EXPECT_GRADCHECK([](const auto& v) { return v[0] * v[1] + v[2]; }, {x, row, col}, fast);
+  EXPECT_GRADCHECK([](const auto& v) { return v[0] / v[2] - v[1]; }, {x, row, col}, fast);
+  EXPECT_GRADCHECK([](const auto& v) { return v[0] * v[1]; }, {randn({40, 64, 1}, 4), randn({40, 1, 50}, 5)}, fast);
+  EXPECT_GRADCHECK([](const auto& v) { return v[0] - v[1]; }, {randn({1, 1}, 6), x}, fast);
+  EXPECT_GRADCHECK([](const VarList& v) { return ad::sum(v[0]); }, {randn({70000}, 7)}, fast);
+  for (int64_t dim : {0, 1, 2})
+    EXPECT_GRADCHECK([dim](const VarList& v) { return ad::sum(v[0], dim, dim == 1); }, {randn({40, 300, 33}, 8)}, fast);
+  EXPECT_GRADCHECK([](const VarList& v) { return ad::broadcast_to(v[0], {7, 300, 40}); }, {randn({300, 1}, 9)}, fast);
+  EXPECT_GRADCHECK([](const VarList& v) { return ad::broadcast_to(v[0], {50, 20, 40}); }, {randn({50, 1, 40}, 10)}, fast);
+  EXPECT_GRADCHECK([](const VarList& v) { return ad::softmax(v[0], 1); }, {randn({300, 129}, 11)}, fast);
+  EXPECT_GRADCHECK([](const VarList& v) { return ad::log_softmax(v[0], 0); }, {randn({300, 129}, 12)}, fast);
+  EXPECT_GRADCHECK([](const VarList& v) { return ad::exp(v[0]) + ad::tanh(v[0]) * ad::sigmoid(v[0]); }, {x}, fast);
+  // Products: one large 2-D product (blocks of rows), batches, and a shared operand on either side.
+  EXPECT_GRADCHECK([](const auto& v) { return matmul(v[0], v[1]); }, {randn({300, 70}, 13), randn({70, 120}, 14)}, fast);
+  EXPECT_GRADCHECK([](const auto& v) { return matmul(v[0], v[1]); }, {randn({40, 30, 20}, 15), randn({40, 20, 25}, 16)}, fast);
+  EXPECT_GRADCHECK([](const auto& v) { return matmul(v[0], v[1]); }, {randn({40, 30, 20}, 17), randn({20, 25}, 18)}, fast);
+  EXPECT_GRADCHECK([](const auto& v) { return matmul(v[0], v[1]); }, {randn({30, 20}, 19), randn({40, 20, 25}, 20)}, fast);
+  EXPECT_GRADCHECK([](const auto& v) { return matmul(v[0], v[1]); }, {randn({70}, 21), randn({70, 600}, 22)}, fast);
+}
+
+// Elementwise work splits anywhere and reductions sum in blocks fixed by the shape: a training
+// step's values and gradients are bitwise the same with 1 and 2 threads.
+TEST(AdOpsParallel, ResultsDoNotDependOnTheThreadCount) {
+  const int saved = ascan::num_threads();
+  auto run = [](int threads) {
+    ascan::set_num_threads(threads);
+    VD a = ad::param(randn({200, 300}, 1)), b = ad::param(randn({300}, 2)), w = ad::param(randn({300, 40}, 3));
+    VD h = ad::tanh(a * b + 0.5);
+    VD loss = ad::sum(ad::log_softmax(ad::matmul(h, w), 1)) + ad::mean(ad::sum(h, 0) * b) + ad::sum(ad::square(a));
+    ad::backward(loss);
+    return std::vector<TD>{loss.value().clone(), a.grad().clone(), b.grad().clone(), w.grad().clone()};
+  };
+  const auto one = run(1), two = run(2);
+  ascan::set_num_threads(saved);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], two[i]) << "result " << i;
+}
+
+}  // namespace

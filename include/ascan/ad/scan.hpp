@@ -9,6 +9,7 @@
 // The scan's L outputs are L nodes; the last one carries the backward function.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -76,7 +77,8 @@ inline constexpr const char* kAdScanName = "ascan::ad::associative_scan()";
   throw Error(msg);
 }
 
-// Pushes the L output nodes. The last one (the head) links to `parents` and gets `fn`, which
+// Pushes the L output nodes. The last one (the head) links to `parents` (all of them: `fn` reads
+// their flags by id) and gets `fn`, which
 // runs whenever the sweep reaches it; the others link to the head, so a sweep from any output
 // reaches it. The head is pushed first (older than its siblings, so it runs after every consumer
 // of any output), and reads its siblings' gradients by (id, serial): a sibling that was freed had
@@ -95,7 +97,7 @@ std::vector<Var<T>> push_outputs(const std::vector<Tensor<T>>& ys, bool req, std
   } else {
     std::vector<int32_t> links;
     for (int32_t p : parents)
-      if (cur->requires_grad[p] && std::find(links.begin(), links.end(), p) == links.end()) links.push_back(p);
+      if (std::find(links.begin(), links.end(), p) == links.end()) links.push_back(p);
     const int32_t head = cur->push(ys[L - 1], true, false, std::move(fn), std::move(links));
     cur->always_run[head] = 1;
     outs[L - 1] = Var<T>(cur, head);

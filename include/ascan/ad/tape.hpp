@@ -47,6 +47,17 @@ namespace detail {
 template <class T>
 struct TapeState;
 
+// a + b for gradients of one shape, and a copy of a gradient, in parallel (compiled for float
+// and double).
+template <class T>
+Tensor<T> add_gradients(const Tensor<T>& a, const Tensor<T>& b);
+template <class T>
+Tensor<T> copy_gradient(const Tensor<T>& a);
+extern template Tensor<float> add_gradients(const Tensor<float>&, const Tensor<float>&);
+extern template Tensor<double> add_gradients(const Tensor<double>&, const Tensor<double>&);
+extern template Tensor<float> copy_gradient(const Tensor<float>&);
+extern template Tensor<double> copy_gradient(const Tensor<double>&);
+
 template <class T>
 using BackwardFn = std::function<void(TapeState<T>&, int32_t self)>;
 
@@ -70,7 +81,7 @@ struct TapeState {
   std::vector<uint32_t> refs;              // Vars, child nodes and proxies that reference it
   std::vector<int64_t> seqs;               // creation order (slots are reused out of order)
   std::vector<uint8_t> always_run;         // multi-output heads: run even without own gradient
-  std::vector<std::vector<int32_t>> parents;  // the nodes it sends gradient to (each holds a ref)
+  std::vector<std::vector<int32_t>> parents;  // its inputs (each holds a ref) while it has a function
   std::vector<BackwardFn<T>> backward_fns;
   std::vector<int32_t> free_ids;
   std::map<int32_t, Import> imports;       // proxy id -> the enclosing tape's node
@@ -89,8 +100,9 @@ struct TapeState {
     return alive && id >= 0 && id < slots() && live[id] && serials[id] == serial;
   }
 
-  // Records a node; it holds a reference on each parent (the nodes its function sends gradient
-  // to). The node itself starts with no reference: the Var made for it takes the first.
+  // Records a node; it holds a reference on each parent (every input its function names by id,
+  // also those that need no gradient: their slots must not be reused while the function may
+  // read them). The node itself starts with no reference: the Var made for it takes the first.
   int32_t push(Tensor<T> value, bool req, bool leaf, BackwardFn<T> fn, std::vector<int32_t> links = {}) {
     int32_t id;
     if (!free_ids.empty()) {
@@ -200,7 +212,7 @@ struct TapeState {
       // A leaf's gradient is the user's to keep (and to modify): it must not share storage with
       // the caller's seed, which may reach it unchanged (through a reshape, an add, a scan of
       // length one). Everything else is shared without a copy.
-      grads[id] = is_leaf[id] && seed.storage_id() && g.shares_storage_with(seed) ? g.clone() : g;
+      grads[id] = is_leaf[id] && seed.storage_id() && g.shares_storage_with(seed) ? copy_gradient(g) : g;
       has_grad[id] = 1;
       return;
     }
@@ -217,14 +229,7 @@ struct TapeState {
       if (live[i]) free_node(i);
   }
 
-  static Tensor<T> accumulate_sum(const Tensor<T>& a, const Tensor<T>& b) {
-    auto sum = Tensor<T>::empty(b.shape());
-    const T* pa = a.data();
-    const T* pb = b.data();
-    T* ps = sum.data();
-    for (int64_t i = 0; i < sum.numel(); ++i) ps[i] = pa[i] + pb[i];
-    return sum;
-  }
+  static Tensor<T> accumulate_sum(const Tensor<T>& a, const Tensor<T>& b) { return add_gradients(a, b); }
 };
 
 // Ends a tape: frees every node (Vars of it become invalid) and releases the enclosing tapes'

@@ -132,7 +132,7 @@ int32_t id_on_current(const Var<T>& v, std::string_view where) {
 
 // Records a node on the current tape with parents `ids`: it requires grad when grad mode is on
 // and any parent requires grad; then it keeps `fn` (which receives the tape and the node id and
-// accumulates into the parents) and links to the parents that require grad.
+// accumulates into the parents) and links to its parents (all of them: `fn` reads their flags).
 template <class T>
 Var<T> record_node(Tensor<T> value, const std::vector<int32_t>& ids, BackwardFn<T> fn) {
   const auto& cur = current_state<T>();
@@ -142,7 +142,7 @@ Var<T> record_node(Tensor<T> value, const std::vector<int32_t>& ids, BackwardFn<
   if (!req) return Var<T>(cur, cur->push(std::move(value), false, false, {}));
   std::vector<int32_t> links;
   for (int32_t p : ids)
-    if (cur->requires_grad[p] && std::find(links.begin(), links.end(), p) == links.end()) links.push_back(p);
+    if (std::find(links.begin(), links.end(), p) == links.end()) links.push_back(p);
   return Var<T>(cur, cur->push(std::move(value), true, false, std::move(fn), std::move(links)));
 }
 
