@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -20,17 +21,8 @@ namespace ascan::ad::kernels {
 // Elements per task: below this an op runs on the calling thread (waking the pool costs more).
 inline constexpr int64_t kGrain = int64_t{1} << 15;
 
-// body(begin, end) over [0, n) on the library's thread pool. Elementwise work splits anywhere, so
-// results never depend on the thread count.
-template <class Body>
-void parallel_elements(int64_t n, int64_t grain, const Body& body) {
-  if (n <= 0) return;
-  if (n <= grain) {
-    body(int64_t{0}, n);
-    return;
-  }
-  ascan::detail::parallel_for(n, grain, [&](int64_t b, int64_t e) { body(b, e); });
-}
+// Elementwise work splits anywhere on the pool, so its results never depend on the thread count.
+using ascan::detail::parallel_elements;
 
 template <class T, class Fn>
 Tensor<T> map(const Tensor<T>& a, Fn fn) {
@@ -177,119 +169,95 @@ Tensor<T> broadcast_to(const Tensor<T>& a, const Shape& shape) {
   return broadcast_zip_to(a, a, shape, [](T x, T) { return x; });
 }
 
-// Sum of n contiguous elements in a fixed order (32 interleaved partial sums, so that several
-// vector additions are in flight, then pairwise), so a sum does not depend on where or on how
-// many threads it runs.
-template <class T>
-T sum_run(const T* ASCAN_RESTRICT p, int64_t n) {
-  constexpr int kAcc = 32;
-  T acc[kAcc] = {};
-  int64_t i = 0;
-  for (; i + kAcc <= n; i += kAcc)
-    for (int j = 0; j < kAcc; ++j) acc[j] += p[i + j];
-  for (int j = 0; i < n; ++i, ++j) acc[j] += p[i];
-  for (int w = kAcc / 2; w > 0; w /= 2)
-    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
-  return acc[0];
-}
+// out[o, i] = sum over t of a[o, t, i] (ascan::detail::reduce_middle: parallel, in an order
+// fixed by the shape).
+using ascan::detail::reduce_middle;
 
-// out[o, i] = sum over t of a[o, t, i] for the [outer, length, inner] view. Each output sums in a
-// fixed order that depends on the shape only: lines of consecutive elements when inner == 1,
-// blocks of kBlockRows rows (summed in order) otherwise.
-template <class T>
-void reduce_middle(const T* a, T* out, int64_t outer, int64_t length, int64_t inner) {
-  if (outer * inner == 0) return;
-  if (length == 0) {
-    std::fill(out, out + outer * inner, T(0));
-    return;
-  }
-  if (inner == 1) {
-    if (outer == 1) {  // one long sum: fixed blocks, partial sums added in order
-      constexpr int64_t kBlock = int64_t{1} << 14;
-      const int64_t blocks = (length + kBlock - 1) / kBlock;
-      std::vector<T> partial(static_cast<size_t>(blocks));
-      parallel_elements(blocks, std::max<int64_t>(1, kGrain / kBlock), [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b)
-          partial[b] = sum_run(a + b * kBlock, std::min(kBlock, length - b * kBlock));
-      });
-      T total = T(0);
-      for (T v : partial) total += v;
-      out[0] = total;
-      return;
-    }
-    parallel_elements(outer, std::max<int64_t>(1, kGrain / length), [&](int64_t o0, int64_t o1) {
-      for (int64_t o = o0; o < o1; ++o) out[o] = sum_run(a + o * length, length);
-    });
-    return;
-  }
-  // Rows of `inner` lanes added in order, over blocks of rows; the blocks' partial rows are
-  // then added in order. Work splits over (outer, lane chunk, row block).
-  constexpr int64_t kBlockRows = 64;
-  const int64_t blocks = (length + kBlockRows - 1) / kBlockRows;
-  const int64_t lane_chunk = std::min<int64_t>(inner, 4096);
-  const int64_t chunks = (inner + lane_chunk - 1) / lane_chunk;
-  std::vector<T> partial(static_cast<size_t>(blocks > 1 ? outer * blocks * inner : 0));
-  const int64_t tasks = outer * chunks * blocks;
-  parallel_elements(tasks, std::max<int64_t>(1, kGrain / (kBlockRows * lane_chunk)), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t blk = t % blocks, c = (t / blocks) % chunks, o = t / (blocks * chunks);
-      const int64_t i0 = c * lane_chunk, ni = std::min(lane_chunk, inner - i0);
-      const int64_t r0 = blk * kBlockRows, r1 = std::min(length, r0 + kBlockRows);
-      T* ASCAN_RESTRICT dst = blocks > 1 ? partial.data() + (o * blocks + blk) * inner + i0 : out + o * inner + i0;
-      const T* src = a + (o * length + r0) * inner + i0;
-      for (int64_t i = 0; i < ni; ++i) dst[i] = src[i];
-      for (int64_t r = r0 + 1; r < r1; ++r) {
-        const T* ASCAN_RESTRICT row = a + (o * length + r) * inner + i0;
-        for (int64_t i = 0; i < ni; ++i) dst[i] += row[i];
-      }
-    }
-  });
-  if (blocks > 1)
-    parallel_elements(outer * inner, kGrain, [&](int64_t s, int64_t e) {
-      for (int64_t k = s; k < e; ++k) {
-        const int64_t o = k / inner, i = k % inner;
-        const T* p = partial.data() + o * blocks * inner + i;
-        T acc = p[0];
-        for (int64_t blk = 1; blk < blocks; ++blk) acc += p[blk * inner];
-        out[k] = acc;
-      }
-    });
-}
-
-// Sums `a` over its broadcast dims down to `shape` (the adjoint of broadcasting), in parallel and
-// in an order fixed by the shapes. Common layouts (one group of reduced dims, possibly between
-// kept ones) take reduce_middle; others reduce one group at a time.
+// Sums `a` over its broadcast dims down to `shape` (ascan::reduce_to: parallel, in an order fixed
+// by the shapes).
 template <class T>
 Tensor<T> reduce_to(const Tensor<T>& a, const Shape& shape) {
-  if (a.shape() == shape) return a;
-  const Shape check = broadcast_shapes(shape, a.shape(), "ascan::ad: reduce_to()");
-  ASCAN_ASSERT(check == a.shape());
-  const Shape& in = a.shape();
-  const size_t rank = in.size();
-  // Padded target extents, and the first and last reduced dims.
+  return ascan::reduce_to(a, shape);
+}
+
+// reduce_to(g * other, shape) without the full-size product, where g has the broadcast shape of
+// both and `shape` reduces one group of its dims: out[o, i] = sum over t of g[o, t, i] *
+// other[o, t, i] on the [outer, length, inner] view, t added in order for each output (so the
+// result depends on the shapes only). Runs in parallel over o; returns nothing (the caller
+// takes the unfused path) when there are too few o to share out or when other's elements are not
+// at one stride along t and along i.
+template <class T>
+std::optional<Tensor<T>> mul_reduce_to(const Tensor<T>& g, const Tensor<T>& other, const Shape& shape) {
+  const Shape& full = g.shape();
+  const size_t rank = full.size();
+  if (shape.size() > rank || other.shape().size() > rank) return std::nullopt;
   Shape target(rank, 1);
   for (size_t i = 0; i < shape.size(); ++i) target[rank - shape.size() + i] = shape[i];
   int64_t first = -1, last = -1;
   for (size_t d = 0; d < rank; ++d)
-    if (target[d] != in[d]) {
+    if (target[d] != full[d]) {
       if (first < 0) first = static_cast<int64_t>(d);
       last = static_cast<int64_t>(d);
     }
-  if (first < 0) return a.reshape(shape);
-  // Dims between first and last that are kept with extent > 1 make two groups: reduce the last
-  // group first, then recurse.
+  if (first < 0) return std::nullopt;
   for (int64_t d = first; d <= last; ++d)
-    if (target[d] == in[d] && in[d] > 1) {
-      Shape partial = in;
-      for (int64_t e = d + 1; e <= last; ++e) partial[e] = target[e];
-      return kernels::reduce_to(kernels::reduce_to(a, partial), shape);
+    if (target[d] == full[d] && full[d] > 1) return std::nullopt;  // two reduced groups
+  const Shape so = broadcast_strides(other.shape(), full);
+  // other's stride over a group of dims, when one stride walks it (-1 otherwise).
+  const auto group_stride = [&](int64_t d0, int64_t d1) -> int64_t {
+    int64_t stride = -1, expect = -1;
+    for (int64_t d = d1; d >= d0; --d) {
+      if (full[d] == 1) continue;
+      if (stride < 0) {
+        stride = so[d];
+      } else if (so[d] != expect) {
+        return -1;
+      }
+      expect = so[d] == 0 ? 0 : so[d] * full[d];
+      if (stride == 0 && so[d] != 0) return -1;
     }
+    return stride < 0 ? 0 : stride;
+  };
+  const int64_t st = group_stride(first, last);
+  const int64_t si = group_stride(last + 1, static_cast<int64_t>(rank) - 1);
   int64_t outer = 1, length = 1, inner = 1;
-  for (int64_t d = 0; d < first; ++d) outer *= in[d];
-  for (int64_t d = first; d <= last; ++d) length *= in[d];
-  for (size_t d = static_cast<size_t>(last) + 1; d < rank; ++d) inner *= in[d];
+  for (int64_t d = 0; d < first; ++d) outer *= full[d];
+  for (int64_t d = first; d <= last; ++d) length *= full[d];
+  for (size_t d = static_cast<size_t>(last) + 1; d < rank; ++d) inner *= full[d];
+  if (st < 0 || si < 0 || outer < 64) return std::nullopt;
   auto out = Tensor<T>::empty(shape);
-  reduce_middle(a.data(), out.data(), outer, length, inner);
+  const T* pg = g.data();
+  const T* po = other.data();
+  T* pout = out.data();
+  parallel_elements(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, length * inner)), [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      int64_t base = 0;  // other's offset of (o, 0, 0)
+      for (int64_t d = first - 1, r = o; d >= 0; --d) {
+        base += (r % full[d]) * so[d];
+        r /= full[d];
+      }
+      const T* gr = pg + o * length * inner;
+      T* dst = pout + o * inner;
+      if (inner == 1) {
+        T acc = T(0);
+        for (int64_t t = 0; t < length; ++t) acc += gr[t] * po[base + t * st];
+        dst[0] = acc;
+        continue;
+      }
+      for (int64_t i = 0; i < inner; ++i) dst[i] = gr[i] * po[base + i * si];
+      for (int64_t t = 1; t < length; ++t) {
+        const T* ASCAN_RESTRICT grow = gr + t * inner;
+        const T* ASCAN_RESTRICT orow = po + base + t * st;
+        T* ASCAN_RESTRICT d = dst;
+        if (si == 1) {
+          for (int64_t i = 0; i < inner; ++i) d[i] += grow[i] * orow[i];
+        } else {
+          const T v = orow[0];
+          for (int64_t i = 0; i < inner; ++i) d[i] += grow[i] * (si == 0 ? v : orow[i * si]);
+        }
+      }
+    }
+  });
   return out;
 }
 

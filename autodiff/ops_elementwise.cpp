@@ -97,13 +97,37 @@ Var<T> operator-(const Var<T>& a, const Var<T>& b) {
                      if (s.requires_grad[ib]) s.accumulate(ib, negate(kernels::reduce_to(g, sb)));
                    });
 }
+// The gradient of a product is the incoming gradient times the other operand; when this node holds
+// the only handle on its gradient and the shapes agree, the last of the two is made in place (two
+// streams read, one written, no fresh buffer).
 template <class T>
 Var<T> operator*(const Var<T>& a, const Var<T>& b) {
   constexpr const char* where = "ascan::ad::operator*()";
-  return binary_op(a, b, where, [](T x, T y) { return x * y; },
-                   [](const Tensor<T>& g, const Tensor<T>& x, const Tensor<T>& y, const Tensor<T>&, int k) {
-                     return kernels::broadcast_zip(g, k == 0 ? y : x, where, [](T gg, T v) { return gg * v; });
-                   });
+  const int32_t ia = id_on_current(a, where), ib = id_on_current(b, where);
+  const Tensor<T> va = a.value(), vb = b.value();
+  broadcast_shapes(va.shape(), vb.shape(), where);
+  const auto mul = [](T x, T y) { return x * y; };
+  return record<T>(kernels::broadcast_zip(va, vb, where, mul), {ia, ib}, [=](TapeState<T>& s, int32_t self) {
+    const bool need_a = s.requires_grad[ia], need_b = s.requires_grad[ib];
+    Tensor<T> g = std::move(s.grads[self]);  // read by no one else once this function ran
+    s.grads[self] = Tensor<T>();
+    s.has_grad[self] = 0;
+    const auto grad = [&](const Tensor<T>& other, const Shape& own, bool last) {
+      if (last && own == g.shape() && other.shape() == g.shape() && ascan::detail::TensorAccess<T>::unique(g)) {
+        T* pg = g.data();
+        const T* po = other.data();
+        ascan::detail::parallel_elements(g.numel(), kernels::kGrain, [&](int64_t b0, int64_t b1) {
+          for (int64_t i = b0; i < b1; ++i) pg[i] *= po[i];
+        });
+        return std::move(g);
+      }
+      if (own != g.shape())
+        if (auto fused = kernels::mul_reduce_to(g, other, own)) return std::move(*fused);
+      return kernels::reduce_to(kernels::broadcast_zip(g, other, where, mul), own);
+    };
+    if (need_a) s.accumulate(ia, grad(vb, va.shape(), !need_b));
+    if (need_b) s.accumulate(ib, grad(va, vb.shape(), true));
+  });
 }
 template <class T>
 Var<T> operator/(const Var<T>& a, const Var<T>& b) {

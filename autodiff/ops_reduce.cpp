@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "ascan/ad/ops.hpp"
+#include "ascan/detail/log1p_exp.hpp"
 #include "kernels.hpp"
 
 namespace ascan::ad {
@@ -28,13 +29,32 @@ inline int64_t line_offset(int64_t l, int64_t stride, int64_t length) {
   return (l / stride) * length * stride + l % stride;
 }
 
+// A fresh tensor of a's shape whose every line along `dim` is fn(a_line, b_line, out_line,
+// stride, length), lines in parallel (b may be a's own tensor when the op reads one).
+template <class T, class Fn>
+Tensor<T> map_lines(const Tensor<T>& a, const Tensor<T>& b, int64_t dim, Fn fn) {
+  auto out = Tensor<T>::empty(a.shape());
+  for_each_line(a, dim, [&](int64_t l, int64_t stride, int64_t n) {
+    const int64_t off = line_offset(l, stride, n);
+    fn(a.data() + off, b.data() + off, out.data() + off, stride, n);
+  });
+  return out;
+}
+
+// exp(d) for d <= 0 (an argument a rounding put above 0 reads as 0), inline instead of a libm call:
+// softmax's exponentials all have arguments <= 0, and the libm calls dominated its time.
+template <class T>
+T exp_le0(T d) {
+  return ascan::detail::exp_nonpositive(std::min(d, T(0)));
+}
+
 // Stable log-sum-exp of a strided line.
 template <class T>
 T line_logsumexp(const T* p, int64_t stride, int64_t n) {
   T m = -std::numeric_limits<T>::infinity(), z = 0;
   for (int64_t k = 0; k < n; ++k) m = std::max(m, p[k * stride]);
   if (std::isinf(m)) return m;
-  for (int64_t k = 0; k < n; ++k) z += std::exp(p[k * stride] - m);
+  for (int64_t k = 0; k < n; ++k) z += exp_le0(p[k * stride] - m);
   return m + std::log(z);
 }
 
@@ -86,25 +106,17 @@ Var<T> softmax(const Var<T>& a, int64_t dim) {
   const int32_t ia = id_on_current(a, where);
   const int64_t d = resolve_dim(dim, a.rank(), where, "the operand");
   const Tensor<T> x = a.value();
-  auto y = Tensor<T>::empty(x.shape());
-  for_each_line(x, d, [&](int64_t l, int64_t stride, int64_t n) {
-    const int64_t off = line_offset(l, stride, n);
-    const T lse = line_logsumexp(x.data() + off, stride, n);
-    for (int64_t k = 0; k < n; ++k) y.data()[off + k * stride] = std::exp(x.data()[off + k * stride] - lse);
+  const Tensor<T> y = map_lines(x, x, d, [](const T* xp, const T*, T* yp, int64_t stride, int64_t n) {
+    const T lse = line_logsumexp(xp, stride, n);
+    for (int64_t k = 0; k < n; ++k) yp[k * stride] = exp_le0(xp[k * stride] - lse);
   });
   return record<T>(y, {ia}, [=](TapeState<T>& s, int32_t self) {
     // dx = y * (g - sum(g * y)), one line at a time.
-    const Tensor<T>& g = s.grads[self];
-    auto dx = Tensor<T>::empty(y.shape());
-    for_each_line(y, d, [&](int64_t l, int64_t stride, int64_t n) {
-      const int64_t off = line_offset(l, stride, n);
-      const T* gp = g.data() + off;
-      const T* yp = y.data() + off;
+    s.accumulate(ia, map_lines(s.grads[self], y, d, [](const T* gp, const T* yp, T* dx, int64_t stride, int64_t n) {
       T dot = 0;
       for (int64_t k = 0; k < n; ++k) dot += gp[k * stride] * yp[k * stride];
-      for (int64_t k = 0; k < n; ++k) dx.data()[off + k * stride] = yp[k * stride] * (gp[k * stride] - dot);
-    });
-    s.accumulate(ia, dx);
+      for (int64_t k = 0; k < n; ++k) dx[k * stride] = yp[k * stride] * (gp[k * stride] - dot);
+    }));
   });
 }
 
@@ -114,25 +126,17 @@ Var<T> log_softmax(const Var<T>& a, int64_t dim) {
   const int32_t ia = id_on_current(a, where);
   const int64_t d = resolve_dim(dim, a.rank(), where, "the operand");
   const Tensor<T> x = a.value();
-  auto y = Tensor<T>::empty(x.shape());
-  for_each_line(x, d, [&](int64_t l, int64_t stride, int64_t n) {
-    const int64_t off = line_offset(l, stride, n);
-    const T lse = line_logsumexp(x.data() + off, stride, n);
-    for (int64_t k = 0; k < n; ++k) y.data()[off + k * stride] = x.data()[off + k * stride] - lse;
+  const Tensor<T> y = map_lines(x, x, d, [](const T* xp, const T*, T* yp, int64_t stride, int64_t n) {
+    const T lse = line_logsumexp(xp, stride, n);
+    for (int64_t k = 0; k < n; ++k) yp[k * stride] = xp[k * stride] - lse;
   });
   return record<T>(y, {ia}, [=](TapeState<T>& s, int32_t self) {
     // dx = g - softmax * sum(g), one line at a time.
-    const Tensor<T>& g = s.grads[self];
-    auto dx = Tensor<T>::empty(y.shape());
-    for_each_line(y, d, [&](int64_t l, int64_t stride, int64_t n) {
-      const int64_t off = line_offset(l, stride, n);
-      const T* gp = g.data() + off;
-      const T* yp = y.data() + off;
+    s.accumulate(ia, map_lines(s.grads[self], y, d, [](const T* gp, const T* yp, T* dx, int64_t stride, int64_t n) {
       T total = 0;
       for (int64_t k = 0; k < n; ++k) total += gp[k * stride];
-      for (int64_t k = 0; k < n; ++k) dx.data()[off + k * stride] = gp[k * stride] - std::exp(yp[k * stride]) * total;
-    });
-    s.accumulate(ia, dx);
+      for (int64_t k = 0; k < n; ++k) dx[k * stride] = gp[k * stride] - exp_le0(yp[k * stride]) * total;
+    }));
   });
 }
 

@@ -2,6 +2,9 @@
 // matmul, forward and forward + backward, next to a copy of the same bytes (the roof), and a
 // training step around a scan as a ratio to the scan's own forward + backward.
 //
+// Each iteration builds its graph on the tape that holds the parameters and lets backward() and
+// the end of the iteration free it, as a training loop does (a build from before node lifetime
+// followed the handles needs a Tape scope per iteration instead, or its tape grows).
 // Names are "<op>/<what>"; each benchmark sets bytes_per_second from the streams the op must
 // move at least (read and written once), so its rate divided by copy's is the fraction of the
 // roof. Out of cache: [4096, 1024] float32 (16 MiB a tensor). ASCAN_NUM_THREADS sets the threads.
@@ -97,13 +100,13 @@ void op_forward(benchmark::State& st, Op op) {
   set_bytes(st, fwd_streams(op));
 }
 
+// As a training loop runs them: parameters made once, each iteration's graph freed with its Vars.
 void op_forward_backward(benchmark::State& st, Op op) {
   const Data& d = data();
   ad::Tape<float> tape;
   VF x = ad::param(d.x), y = ad::param(d.y), row = ad::param(d.row), col = ad::param(d.col);
   for (auto _ : st) {
     {
-      ad::Tape<float> step;
       VF r = apply(op, x, y, row, col);
       const TF seed = op == Op::sum ? TF::full({}, 1.0f) : op == Op::sum_dim0 ? d.row : op == Op::sum_dim1
                                         ? d.col.reshape({kRows}) : d.w;
@@ -115,33 +118,17 @@ void op_forward_backward(benchmark::State& st, Op op) {
   set_bytes(st, fwd_bwd_streams(op));
 }
 
-// The user-level step of a linear recurrence: params, scan, loss = sum(y_b * W), backward.
-void linrec_step(benchmark::State& st) {
+// The user-level step of a linear recurrence: params, scan, loss = sum(y_b * W), backward; or
+// (scan_only) the scan's own forward + backward with the cotangent W given directly.
+void linrec_step(benchmark::State& st, bool scan_only) {
   const Data& d = data();
   ad::Tape<float> tape;
   VF a = ad::param(d.decay), b = ad::param(d.x);
   for (auto _ : st) {
     {
-      ad::Tape<float> step;
       auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{a, b}, 0);
-      ad::backward(ad::sum(yb * ad::constant(d.w)));
-      benchmark::DoNotOptimize(b.grad().data());
-    }
-    a.zero_grad();
-    b.zero_grad();
-  }
-}
-
-// The scan's own forward + backward with the cotangent W given directly.
-void linrec_scan_only(benchmark::State& st) {
-  const Data& d = data();
-  ad::Tape<float> tape;
-  VF a = ad::param(d.decay), b = ad::param(d.x);
-  for (auto _ : st) {
-    {
-      ad::Tape<float> step;
-      auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{a, b}, 0);
-      ad::backward(yb, d.w);
+      if (scan_only) ad::backward(yb, d.w);
+      else ad::backward(ad::sum(yb * ad::constant(d.w)));
       benchmark::DoNotOptimize(b.grad().data());
     }
     a.zero_grad();
@@ -156,10 +143,7 @@ void matmul_2d(benchmark::State& st) {
   VF a = ad::param(TF::randn({3072, 64}, 1)), b = ad::param(TF::randn({64, 32}, 2));
   const TF g = TF::randn({3072, 32}, 3);
   for (auto _ : st) {
-    {
-      ad::Tape<float> step;
-      ad::backward(ad::matmul(a, b), g);
-    }
+    ad::backward(ad::matmul(a, b), g);
     a.zero_grad();
     b.zero_grad();
   }
@@ -169,10 +153,7 @@ void matmul_batched(benchmark::State& st) {
   VF q = ad::param(TF::randn({32, 96, 1, 32}, 1)), s = ad::param(TF::randn({32, 96, 32, 32}, 2));
   const TF g = TF::randn({32, 96, 1, 32}, 3);
   for (auto _ : st) {
-    {
-      ad::Tape<float> step;
-      ad::backward(ad::matmul(q, s), g);
-    }
+    ad::backward(ad::matmul(q, s), g);
     q.zero_grad();
     s.zero_grad();
   }
@@ -190,8 +171,8 @@ void register_all() {
     benchmark::RegisterBenchmark((std::string(name) + "/fwd_bwd").c_str(), op_forward_backward, op)
         ->UseRealTime()->Unit(benchmark::kMillisecond);
   }
-  benchmark::RegisterBenchmark("linrec_4096x1024/user_step", linrec_step)->UseRealTime()->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("linrec_4096x1024/scan_fwd_bwd", linrec_scan_only)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("linrec_4096x1024/user_step", linrec_step, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("linrec_4096x1024/scan_fwd_bwd", linrec_step, true)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("matmul_3072x64x32/fwd_bwd", matmul_2d)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("matmul_batched_32x96_1x32x32/fwd_bwd", matmul_batched)
       ->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -2,11 +2,13 @@
 #include "ascan/tensor_ops.hpp"
 
 #include "ascan/config.hpp"
+#include "ascan/parallel.hpp"
 
 #include <Eigen/Core>
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace ascan {
 namespace {
@@ -175,6 +177,95 @@ void product(const T* a, const T* b, T* o, int64_t m, int64_t k, int64_t n) {
 
 }  // namespace
 
+namespace {
+using detail::parallel_elements;
+// Elements per task of the reductions: smaller tasks cost more to hand out than they take.
+constexpr int64_t kGrain = int64_t{1} << 15;
+
+// Sum of n contiguous elements in a fixed order (32 interleaved partial sums, so that several
+// vector additions are in flight, then pairwise), so a sum does not depend on where or on how
+// many threads it runs.
+template <class T>
+T sum_run(const T* ASCAN_RESTRICT p, int64_t n) {
+  constexpr int kAcc = 32;
+  T acc[kAcc] = {};
+  int64_t i = 0;
+  for (; i + kAcc <= n; i += kAcc)
+    for (int j = 0; j < kAcc; ++j) acc[j] += p[i + j];
+  for (int j = 0; i < n; ++i, ++j) acc[j] += p[i];
+  for (int w = kAcc / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+}  // namespace
+
+namespace detail {
+// out[o, i] = sum over t of a[o, t, i] for the [outer, length, inner] view. Each output sums in a
+// fixed order that depends on the shape only: lines of consecutive elements when inner == 1,
+// blocks of kBlockRows rows (summed in order) otherwise.
+template <class T>
+void reduce_middle(const T* a, T* out, int64_t outer, int64_t length, int64_t inner) {
+  if (outer * inner == 0) return;
+  if (length == 0) {
+    std::fill(out, out + outer * inner, T(0));
+    return;
+  }
+  if (inner == 1) {
+    if (outer == 1) {  // one long sum: fixed blocks, partial sums added in order
+      constexpr int64_t kBlock = int64_t{1} << 14;
+      const int64_t blocks = (length + kBlock - 1) / kBlock;
+      std::vector<T> partial(static_cast<size_t>(blocks));
+      parallel_elements(blocks, std::max<int64_t>(1, kGrain / kBlock), [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b)
+          partial[b] = sum_run(a + b * kBlock, std::min(kBlock, length - b * kBlock));
+      });
+      T total = T(0);
+      for (T v : partial) total += v;
+      out[0] = total;
+      return;
+    }
+    parallel_elements(outer, std::max<int64_t>(1, kGrain / length), [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) out[o] = sum_run(a + o * length, length);
+    });
+    return;
+  }
+  // Rows of `inner` lanes added in order, over blocks of rows; the blocks' partial rows are
+  // then added in order. Work splits over (outer, lane chunk, row block).
+  constexpr int64_t kBlockRows = 64;
+  const int64_t blocks = (length + kBlockRows - 1) / kBlockRows;
+  const int64_t lane_chunk = std::min<int64_t>(inner, 4096);
+  const int64_t chunks = (inner + lane_chunk - 1) / lane_chunk;
+  std::vector<T> partial(static_cast<size_t>(blocks > 1 ? outer * blocks * inner : 0));
+  const int64_t tasks = outer * chunks * blocks;
+  parallel_elements(tasks, std::max<int64_t>(1, kGrain / (kBlockRows * lane_chunk)), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t blk = t % blocks, c = (t / blocks) % chunks, o = t / (blocks * chunks);
+      const int64_t i0 = c * lane_chunk, ni = std::min(lane_chunk, inner - i0);
+      const int64_t r0 = blk * kBlockRows, r1 = std::min(length, r0 + kBlockRows);
+      T* ASCAN_RESTRICT dst = blocks > 1 ? partial.data() + (o * blocks + blk) * inner + i0 : out + o * inner + i0;
+      const T* src = a + (o * length + r0) * inner + i0;
+      for (int64_t i = 0; i < ni; ++i) dst[i] = src[i];
+      for (int64_t r = r0 + 1; r < r1; ++r) {
+        const T* ASCAN_RESTRICT row = a + (o * length + r) * inner + i0;
+        for (int64_t i = 0; i < ni; ++i) dst[i] += row[i];
+      }
+    }
+  });
+  if (blocks > 1)
+    parallel_elements(outer * inner, kGrain, [&](int64_t s, int64_t e) {
+      for (int64_t k = s; k < e; ++k) {
+        const int64_t o = k / inner, i = k % inner;
+        const T* p = partial.data() + o * blocks * inner + i;
+        T acc = p[0];
+        for (int64_t blk = 1; blk < blocks; ++blk) acc += p[blk * inner];
+        out[k] = acc;
+      }
+    });
+}
+
+}  // namespace detail
+
 template <class T>
 Tensor<T> operator+(const Tensor<T>& a, const Tensor<T>& b) {
   return binary(a, b, "ascan::operator+()", [](T x, T y) { return x + y; },
@@ -287,6 +378,8 @@ Tensor<T> broadcast_to(const Tensor<T>& a, const Shape& shape) {
   return out;
 }
 
+// One group of reduced dims (possibly between kept ones) is a [outer, length, inner] reduction
+// (detail::reduce_middle); several groups are reduced one at a time, the last first.
 template <class T>
 Tensor<T> reduce_to(const Tensor<T>& a, const Shape& shape) {
   if (a.shape() == shape) return a;
@@ -294,19 +387,29 @@ Tensor<T> reduce_to(const Tensor<T>& a, const Shape& shape) {
   if (check != a.shape())
     detail::raise("ascan::reduce_to(): shape {} does not broadcast to {}, expected a shape that "
                   "does", format_shape(shape), format_shape(a.shape()));
-  auto out = Tensor<T>::zeros(shape);
-  const Shape so = broadcast_strides(shape, a.shape());
-  const T* pa = a.data();
-  T* po = out.data();
-  for_each_broadcast_row(a.shape(), so, so, [&](int64_t i, int64_t oo, int64_t, int64_t n, int64_t d, int64_t) {
-    if (d == 0) {
-      T acc = T(0);
-      for (int64_t k = 0; k < n; ++k) acc += pa[i + k];
-      po[oo] += acc;
-    } else {
-      for (int64_t k = 0; k < n; ++k) po[oo + k] += pa[i + k];
+  const Shape& in = a.shape();
+  const size_t rank = in.size();
+  Shape target(rank, 1);
+  for (size_t i = 0; i < shape.size(); ++i) target[rank - shape.size() + i] = shape[i];
+  int64_t first = -1, last = -1;
+  for (size_t d = 0; d < rank; ++d)
+    if (target[d] != in[d]) {
+      if (first < 0) first = static_cast<int64_t>(d);
+      last = static_cast<int64_t>(d);
     }
-  });
+  if (first < 0) return a.reshape(shape);
+  for (int64_t d = first; d <= last; ++d)
+    if (target[d] == in[d] && in[d] > 1) {
+      Shape partial = in;
+      for (int64_t e = d + 1; e <= last; ++e) partial[e] = target[e];
+      return reduce_to(reduce_to(a, partial), shape);
+    }
+  int64_t outer = 1, length = 1, inner = 1;
+  for (int64_t d = 0; d < first; ++d) outer *= in[d];
+  for (int64_t d = first; d <= last; ++d) length *= in[d];
+  for (size_t d = static_cast<size_t>(last) + 1; d < rank; ++d) inner *= in[d];
+  auto out = Tensor<T>::empty(shape);
+  detail::reduce_middle(a.data(), out.data(), outer, length, inner);
   return out;
 }
 
@@ -383,6 +486,10 @@ void join_slices(const std::vector<Tensor<T>>& slices, int64_t dim, Tensor<T>& o
   template void detail::join_slices(const std::vector<Tensor<T>>&, int64_t, Tensor<T>&);
 ASCAN_INSTANTIATE_TENSOR_OPS(float)
 ASCAN_INSTANTIATE_TENSOR_OPS(double)
+template void detail::reduce_middle(const float*, float*, int64_t, int64_t, int64_t);
+template void detail::reduce_middle(const double*, double*, int64_t, int64_t, int64_t);
+template void detail::reduce_middle(const int32_t*, int32_t*, int64_t, int64_t, int64_t);
+template void detail::reduce_middle(const int64_t*, int64_t*, int64_t, int64_t, int64_t);
 ASCAN_INSTANTIATE_TENSOR_OPS(int32_t)
 ASCAN_INSTANTIATE_TENSOR_OPS(int64_t)
 

@@ -154,6 +154,12 @@ TEST(AdOpsParallel, LargeOperandsMatchPlainOpsAndFiniteDifferences) {
   EXPECT_GRADCHECK([](const auto& v) { return v[0] / v[2] - v[1]; }, {x, row, col}, fast);
   EXPECT_GRADCHECK([](const auto& v) { return v[0] * v[1]; }, {randn({40, 64, 1}, 4), randn({40, 1, 50}, 5)}, fast);
   EXPECT_GRADCHECK([](const auto& v) { return v[0] - v[1]; }, {randn({1, 1}, 6), x}, fast);
+  // A broadcast operand's gradient as one multiply-reduce (no full-size product): reduced along
+  // the last dim, along a middle dim at stride 1 and at a longer stride, and a layout it declines.
+  EXPECT_GRADCHECK([](const auto& v) { return v[0] * v[1]; }, {randn({80, 64, 1}, 23), randn({80, 1, 50}, 24)}, fast);
+  EXPECT_GRADCHECK([](const auto& v) { return v[0] * v[1]; }, {randn({300, 1}, 25), randn({300, 129}, 26)}, fast);
+  EXPECT_GRADCHECK([](const auto& v) { return v[0] * v[1]; }, {randn({100, 3, 40}, 27), randn({100, 1, 40}, 28)}, fast);
+  EXPECT_GRADCHECK([](const auto& v) { return v[0] * v[1]; }, {randn({70, 5, 1, 40}, 29), randn({70, 1, 6, 40}, 30)}, fast);
   EXPECT_GRADCHECK([](const VarList& v) { return ad::sum(v[0]); }, {randn({70000}, 7)}, fast);
   for (int64_t dim : {0, 1, 2})
     EXPECT_GRADCHECK([dim](const VarList& v) { return ad::sum(v[0], dim, dim == 1); }, {randn({40, 300, 33}, 8)}, fast);

@@ -43,6 +43,18 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
 
 bool in_parallel_region();
 
+// body(begin, end) over [0, n) on the pool in chunks of at least `grain`, inline on the caller
+// when n <= grain (waking the pool costs more than such work).
+template <class Body>
+void parallel_elements(int64_t n, int64_t grain, const Body& body) {
+  if (n <= 0) return;
+  if (n <= grain) {
+    body(int64_t{0}, n);
+    return;
+  }
+  parallel_for(n, grain, [&](int64_t b, int64_t e) { body(b, e); });
+}
+
 // The floating-point mode of ascan::flush_denormals() on this thread for the scope's lifetime,
 // then the previous one; a no-op inside another scope or a parallel region (which already has it).
 // Every host scan entry point holds one, so a whole call runs in one mode.

@@ -273,6 +273,11 @@ class Tensor {
 namespace detail {
 template <class T>
 struct TensorAccess {
+  // Whether `t` is the only handle on its elements (no other handle, no view): then an op that
+  // consumes it may overwrite it.
+  static bool unique(const Tensor<T>& t) {
+    return t.h_ && !t.h_->base && t.h_->refs.load(std::memory_order_acquire) == 1;
+  }
   // Uninitialised elements of shape dims[0 .. rank) (no Shape vector on the way).
   static Tensor<T> empty(const int64_t* dims, size_t rank) { return Tensor<T>(dims, rank); }
 

@@ -38,13 +38,17 @@ template <class T> Tensor<T> sum(const Tensor<T>& a);
 // Materialises `a` broadcast to `shape` (NumPy rules); throws when not broadcastable.
 template <class T> Tensor<T> broadcast_to(const Tensor<T>& a, const Shape& shape);
 
-// Sums `a` over the broadcast dims so the result has `shape` (the adjoint of broadcast_to).
+// Sums `a` over the broadcast dims so the result has `shape` (the adjoint of broadcast_to), on the
+// thread pool, each element summed in an order fixed by the shapes (not by the thread count).
 template <class T> Tensor<T> reduce_to(const Tensor<T>& a, const Shape& shape);
 
 // The slice at `index` along `dim` (shape without dim), a copy.
 template <class T> Tensor<T> select(const Tensor<T>& a, int64_t dim, int64_t index);
 
 namespace detail {
+// out[o, i] = sum over t of a[(o * length + t) * inner + i], on the thread pool, each output summed
+// in an order that depends on the shape only (blocks of rows added in order).
+template <class T> void reduce_middle(const T* a, T* out, int64_t outer, int64_t length, int64_t inner);
 // All slices of `a` along `dim` (a resolved, valid dim), in order. They share storage with `a`
 // (views; for dim > 0 views of one gathered copy) and keep it alive: read-only use only.
 template <class T> std::vector<Tensor<T>> split_slices(const Tensor<T>& a, int64_t dim);
@@ -71,6 +75,10 @@ template <class T> void join_slices(const std::vector<Tensor<T>>& slices, int64_
   extern template void detail::join_slices(const std::vector<Tensor<T>>&, int64_t, Tensor<T>&);
 ASCAN_DECLARE_TENSOR_OPS(float)
 ASCAN_DECLARE_TENSOR_OPS(double)
+extern template void detail::reduce_middle(const float*, float*, int64_t, int64_t, int64_t);
+extern template void detail::reduce_middle(const double*, double*, int64_t, int64_t, int64_t);
+extern template void detail::reduce_middle(const int32_t*, int32_t*, int64_t, int64_t, int64_t);
+extern template void detail::reduce_middle(const int64_t*, int64_t*, int64_t, int64_t, int64_t);
 ASCAN_DECLARE_TENSOR_OPS(int32_t)
 ASCAN_DECLARE_TENSOR_OPS(int64_t)
 #undef ASCAN_DECLARE_TENSOR_OPS
