@@ -180,10 +180,31 @@ Tensor<T> reduce_to(const Tensor<T>& a, const Shape& shape) {
   return ascan::reduce_to(a, shape);
 }
 
+// Dot products in a fixed order: 32 interleaved partial sums (several vector operations in
+// flight), then pairwise; or one after another along a stride.
+template <class T>
+T dot_run(const T* ASCAN_RESTRICT a, const T* ASCAN_RESTRICT b, int64_t n) {
+  constexpr int kAcc = 32;
+  T acc[kAcc] = {};
+  int64_t i = 0;
+  for (; i + kAcc <= n; i += kAcc)
+    for (int j = 0; j < kAcc; ++j) acc[j] += a[i + j] * b[i + j];
+  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
+  for (int w = kAcc / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  return acc[0];
+}
+template <class T>
+T dot_strided(const T* a, const T* b, int64_t stride, int64_t n) {
+  T acc = T(0);
+  for (int64_t t = 0; t < n; ++t) acc += a[t] * b[t * stride];
+  return acc;
+}
+
 // reduce_to(g * other, shape) without the full-size product, where g has the broadcast shape of
 // both and `shape` reduces one group of its dims: out[o, i] = sum over t of g[o, t, i] *
-// other[o, t, i] on the [outer, length, inner] view, t added in order for each output (so the
-// result depends on the shapes only). Runs in parallel over o; returns nothing (the caller
+// other[o, t, i] on the [outer, length, inner] view, in an order fixed per output (dot_run, or t
+// in order), so the result depends on the shapes only. Runs in parallel over o; returns nothing (the caller
 // takes the unfused path) when there are too few o to share out or when other's elements are not
 // at one stride along t and along i.
 template <class T>
@@ -239,9 +260,7 @@ std::optional<Tensor<T>> mul_reduce_to(const Tensor<T>& g, const Tensor<T>& othe
       const T* gr = pg + o * length * inner;
       T* dst = pout + o * inner;
       if (inner == 1) {
-        T acc = T(0);
-        for (int64_t t = 0; t < length; ++t) acc += gr[t] * po[base + t * st];
-        dst[0] = acc;
+        dst[0] = st == 1 ? dot_run(gr, po + base, length) : dot_strided(gr, po + base, st, length);
         continue;
       }
       for (int64_t i = 0; i < inner; ++i) dst[i] = gr[i] * po[base + i * si];
