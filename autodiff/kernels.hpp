@@ -71,16 +71,7 @@ Tensor<T> fill(const Shape& shape, T value) {
   return out;
 }
 
-// Strides of a tensor of shape `in` seen from the broadcast shape `out` (0 where stretched).
-inline Shape broadcast_strides(const Shape& in, const Shape& out) {
-  Shape strides(out.size(), 0);
-  int64_t stride = 1;
-  for (size_t i = in.size(); i-- > 0;) {
-    strides[out.size() - in.size() + i] = in[i] == 1 ? 0 : stride;
-    stride *= in[i];
-  }
-  return strides;
-}
+using ascan::detail::broadcast_strides;
 
 // out = fn(a, b) with NumPy broadcasting, in parallel over rows of the result's last dim; each
 // row's inner loop is specialised on which operand advances (so it vectorises).
@@ -173,12 +164,7 @@ Tensor<T> broadcast_to(const Tensor<T>& a, const Shape& shape) {
 // fixed by the shape).
 using ascan::detail::reduce_middle;
 
-// Sums `a` over its broadcast dims down to `shape` (ascan::reduce_to: parallel, in an order fixed
-// by the shapes).
-template <class T>
-Tensor<T> reduce_to(const Tensor<T>& a, const Shape& shape) {
-  return ascan::reduce_to(a, shape);
-}
+using ascan::reduce_to;
 
 // Dot products in a fixed order: 32 interleaved partial sums (several vector operations in
 // flight), then pairwise; or one after another along a stride.
@@ -212,17 +198,9 @@ std::optional<Tensor<T>> mul_reduce_to(const Tensor<T>& g, const Tensor<T>& othe
   const Shape& full = g.shape();
   const size_t rank = full.size();
   if (shape.size() > rank || other.shape().size() > rank) return std::nullopt;
-  Shape target(rank, 1);
-  for (size_t i = 0; i < shape.size(); ++i) target[rank - shape.size() + i] = shape[i];
-  int64_t first = -1, last = -1;
-  for (size_t d = 0; d < rank; ++d)
-    if (target[d] != full[d]) {
-      if (first < 0) first = static_cast<int64_t>(d);
-      last = static_cast<int64_t>(d);
-    }
-  if (first < 0) return std::nullopt;
-  for (int64_t d = first; d <= last; ++d)
-    if (target[d] == full[d] && full[d] > 1) return std::nullopt;  // two reduced groups
+  const ascan::detail::ReduceView v = ascan::detail::reduce_view(full, shape);
+  if (v.first < 0 || !v.partial.empty()) return std::nullopt;  // nothing to reduce, or two groups
+  const int64_t first = v.first, last = v.last, outer = v.outer, length = v.length, inner = v.inner;
   const Shape so = broadcast_strides(other.shape(), full);
   // other's stride over a group of dims, when one stride walks it (-1 otherwise).
   const auto group_stride = [&](int64_t d0, int64_t d1) -> int64_t {
@@ -241,10 +219,6 @@ std::optional<Tensor<T>> mul_reduce_to(const Tensor<T>& g, const Tensor<T>& othe
   };
   const int64_t st = group_stride(first, last);
   const int64_t si = group_stride(last + 1, static_cast<int64_t>(rank) - 1);
-  int64_t outer = 1, length = 1, inner = 1;
-  for (int64_t d = 0; d < first; ++d) outer *= full[d];
-  for (int64_t d = first; d <= last; ++d) length *= full[d];
-  for (size_t d = static_cast<size_t>(last) + 1; d < rank; ++d) inner *= full[d];
   if (st < 0 || si < 0 || outer < 64) return std::nullopt;
   auto out = Tensor<T>::empty(shape);
   const T* pg = g.data();

@@ -89,33 +89,26 @@ int64_t fwd_bwd_streams(Op op) {
   }
 }
 
-void op_forward(benchmark::State& st, Op op) {
-  const Data& d = data();
-  ad::Tape<float> tape;
-  VF x = ad::param(d.x), y = ad::param(d.y), row = ad::param(d.row), col = ad::param(d.col);
-  for (auto _ : st) {
-    VF r = apply(op, x, y, row, col);
-    benchmark::DoNotOptimize(r.value().data());
-  }
-  set_bytes(st, fwd_streams(op));
-}
-
-// As a training loop runs them: parameters made once, each iteration's graph freed with its Vars.
-void op_forward_backward(benchmark::State& st, Op op) {
+// As a training loop runs them: parameters made once, each iteration's graph freed with its Vars;
+// with_backward adds the backward from a cotangent of the result's shape.
+void op_bench(benchmark::State& st, Op op, bool with_backward) {
   const Data& d = data();
   ad::Tape<float> tape;
   VF x = ad::param(d.x), y = ad::param(d.y), row = ad::param(d.row), col = ad::param(d.col);
   for (auto _ : st) {
     {
       VF r = apply(op, x, y, row, col);
-      const TF seed = op == Op::sum ? TF::full({}, 1.0f) : op == Op::sum_dim0 ? d.row : op == Op::sum_dim1
-                                        ? d.col.reshape({kRows}) : d.w;
-      ad::backward(r, seed);
-      benchmark::DoNotOptimize(x.grad().data());
+      if (with_backward) {
+        const TF seed = op == Op::sum ? TF::full({}, 1.0f) : op == Op::sum_dim0 ? d.row : op == Op::sum_dim1
+                                          ? d.col.reshape({kRows}) : d.w;
+        ad::backward(r, seed);
+      }
+      benchmark::DoNotOptimize(r.value().data());
     }
-    for (VF* v : {&x, &y, &row, &col}) v->zero_grad();
+    if (with_backward)
+      for (VF* v : {&x, &y, &row, &col}) v->zero_grad();
   }
-  set_bytes(st, fwd_bwd_streams(op));
+  set_bytes(st, with_backward ? fwd_bwd_streams(op) : fwd_streams(op));
 }
 
 // The user-level step of a linear recurrence: params, scan, loss = sum(y_b * W), backward; or
@@ -136,26 +129,16 @@ void linrec_step(benchmark::State& st, bool scan_only) {
   }
 }
 
-// The linear-attention demo's matmuls: [B*L, dim] x [dim, dk] and the batched [B, L, 1, dk] x
-// [B, L, dk, dv] readout, forward + backward.
-void matmul_2d(benchmark::State& st) {
+// The linear-attention demo's matmuls, forward + backward: [B*L, dim] x [dim, dk] and the batched
+// [B, L, 1, dk] x [B, L, dk, dv] readout.
+void matmul_bench(benchmark::State& st, ascan::Shape sa, ascan::Shape sb, ascan::Shape sg) {
   ad::Tape<float> tape;
-  VF a = ad::param(TF::randn({3072, 64}, 1)), b = ad::param(TF::randn({64, 32}, 2));
-  const TF g = TF::randn({3072, 32}, 3);
+  VF a = ad::param(TF::randn(sa, 1)), b = ad::param(TF::randn(sb, 2));
+  const TF g = TF::randn(sg, 3);
   for (auto _ : st) {
     ad::backward(ad::matmul(a, b), g);
     a.zero_grad();
     b.zero_grad();
-  }
-}
-void matmul_batched(benchmark::State& st) {
-  ad::Tape<float> tape;
-  VF q = ad::param(TF::randn({32, 96, 1, 32}, 1)), s = ad::param(TF::randn({32, 96, 32, 32}, 2));
-  const TF g = TF::randn({32, 96, 1, 32}, 3);
-  for (auto _ : st) {
-    ad::backward(ad::matmul(q, s), g);
-    q.zero_grad();
-    s.zero_grad();
   }
 }
 
@@ -166,15 +149,18 @@ void register_all() {
                                             {Op::exp, "exp"}, {Op::tanh, "tanh"}, {Op::sum, "sum"},
                                             {Op::sum_dim0, "sum_dim0"}, {Op::sum_dim1, "sum_dim1"}};
   for (const auto& [op, name] : ops) {
-    benchmark::RegisterBenchmark((std::string(name) + "/fwd").c_str(), op_forward, op)
+    benchmark::RegisterBenchmark((std::string(name) + "/fwd").c_str(), op_bench, op, false)
         ->UseRealTime()->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark((std::string(name) + "/fwd_bwd").c_str(), op_forward_backward, op)
+    benchmark::RegisterBenchmark((std::string(name) + "/fwd_bwd").c_str(), op_bench, op, true)
         ->UseRealTime()->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("linrec_4096x1024/user_step", linrec_step, false)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("linrec_4096x1024/scan_fwd_bwd", linrec_step, true)->UseRealTime()->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("matmul_3072x64x32/fwd_bwd", matmul_2d)->UseRealTime()->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("matmul_batched_32x96_1x32x32/fwd_bwd", matmul_batched)
+  benchmark::RegisterBenchmark("matmul_3072x64x32/fwd_bwd", matmul_bench, ascan::Shape{3072, 64},
+                               ascan::Shape{64, 32}, ascan::Shape{3072, 32})
+      ->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("matmul_batched_32x96_1x32x32/fwd_bwd", matmul_bench, ascan::Shape{32, 96, 1, 32},
+                               ascan::Shape{32, 96, 32, 32}, ascan::Shape{32, 96, 1, 32})
       ->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 

@@ -45,15 +45,7 @@ class Dims {
   size_t n_ = 0;
 };
 
-// Strides of `in` (of shape `in_shape`) seen from a broadcast `out_shape`: 0 where stretched.
-Shape broadcast_strides(const Shape& in_shape, const Shape& out_shape) {
-  Shape strides(out_shape.size(), 0);
-  const Shape own = contiguous_strides(in_shape);
-  const size_t lead = out_shape.size() - in_shape.size();
-  for (size_t i = 0; i < in_shape.size(); ++i)
-    strides[lead + i] = in_shape[i] == 1 ? 0 : own[i];
-  return strides;
-}
+using detail::broadcast_strides;
 
 // Calls row(out_index, a_offset, b_offset, n, a_step, b_step) for every run of the last dim of
 // out_shape (n elements, operands advancing by a_step / b_step, each 0 or 1 in practice), in
@@ -176,6 +168,46 @@ void product(const T* a, const T* b, T* o, int64_t m, int64_t k, int64_t n) {
 }
 
 }  // namespace
+
+namespace detail {
+
+// Strides of `in` (of shape `in_shape`) seen from a broadcast `out_shape`: 0 where stretched.
+Shape broadcast_strides(const Shape& in_shape, const Shape& out_shape) {
+  Shape strides(out_shape.size(), 0);
+  const Shape own = contiguous_strides(in_shape);
+  const size_t lead = out_shape.size() - in_shape.size();
+  for (size_t i = 0; i < in_shape.size(); ++i)
+    strides[lead + i] = in_shape[i] == 1 ? 0 : own[i];
+  return strides;
+}
+
+ReduceView reduce_view(const Shape& in, const Shape& shape) {
+  const size_t rank = in.size();
+  Shape target(rank, 1);
+  for (size_t i = 0; i < shape.size(); ++i) target[rank - shape.size() + i] = shape[i];
+  ReduceView v;
+  for (size_t d = 0; d < rank; ++d)
+    if (target[d] != in[d]) {
+      if (v.first < 0) v.first = static_cast<int64_t>(d);
+      v.last = static_cast<int64_t>(d);
+    }
+  if (v.first < 0) {
+    v.outer = shape_numel(in);
+    return v;
+  }
+  for (int64_t d = v.first; d <= v.last; ++d)
+    if (target[d] == in[d] && in[d] > 1) {  // a kept dim inside: reduce the dims after it first
+      v.partial = in;
+      for (int64_t e = d + 1; e <= v.last; ++e) v.partial[e] = target[e];
+      return v;
+    }
+  for (int64_t d = 0; d < v.first; ++d) v.outer *= in[d];
+  for (int64_t d = v.first; d <= v.last; ++d) v.length *= in[d];
+  for (size_t d = static_cast<size_t>(v.last) + 1; d < rank; ++d) v.inner *= in[d];
+  return v;
+}
+
+}  // namespace detail
 
 namespace {
 using detail::parallel_elements;
@@ -387,29 +419,11 @@ Tensor<T> reduce_to(const Tensor<T>& a, const Shape& shape) {
   if (check != a.shape())
     detail::raise("ascan::reduce_to(): shape {} does not broadcast to {}, expected a shape that "
                   "does", format_shape(shape), format_shape(a.shape()));
-  const Shape& in = a.shape();
-  const size_t rank = in.size();
-  Shape target(rank, 1);
-  for (size_t i = 0; i < shape.size(); ++i) target[rank - shape.size() + i] = shape[i];
-  int64_t first = -1, last = -1;
-  for (size_t d = 0; d < rank; ++d)
-    if (target[d] != in[d]) {
-      if (first < 0) first = static_cast<int64_t>(d);
-      last = static_cast<int64_t>(d);
-    }
-  if (first < 0) return a.reshape(shape);
-  for (int64_t d = first; d <= last; ++d)
-    if (target[d] == in[d] && in[d] > 1) {
-      Shape partial = in;
-      for (int64_t e = d + 1; e <= last; ++e) partial[e] = target[e];
-      return reduce_to(reduce_to(a, partial), shape);
-    }
-  int64_t outer = 1, length = 1, inner = 1;
-  for (int64_t d = 0; d < first; ++d) outer *= in[d];
-  for (int64_t d = first; d <= last; ++d) length *= in[d];
-  for (size_t d = static_cast<size_t>(last) + 1; d < rank; ++d) inner *= in[d];
+  const detail::ReduceView v = detail::reduce_view(a.shape(), shape);
+  if (!v.partial.empty()) return reduce_to(reduce_to(a, v.partial), shape);
+  if (v.first < 0) return a.reshape(shape);
   auto out = Tensor<T>::empty(shape);
-  detail::reduce_middle(a.data(), out.data(), outer, length, inner);
+  detail::reduce_middle(a.data(), out.data(), v.outer, v.length, v.inner);
   return out;
 }
 

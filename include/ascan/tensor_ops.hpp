@@ -46,6 +46,17 @@ template <class T> Tensor<T> reduce_to(const Tensor<T>& a, const Shape& shape);
 template <class T> Tensor<T> select(const Tensor<T>& a, int64_t dim, int64_t index);
 
 namespace detail {
+// Strides of a tensor of shape `in` seen from the broadcast shape `out` (0 where stretched).
+Shape broadcast_strides(const Shape& in, const Shape& out);
+// reduce_to(a, shape) on a of shape `in` as one [outer, length, inner] reduction: dims
+// [first, last] reduced (length 1 and first < 0: nothing to reduce). When kept dims sit between
+// reduced ones, `partial` is the shape to reduce to first (the dims after the last kept one).
+struct ReduceView {
+  int64_t outer = 1, length = 1, inner = 1;
+  int64_t first = -1, last = -1;
+  Shape partial;
+};
+ReduceView reduce_view(const Shape& in, const Shape& shape);
 // out[o, i] = sum over t of a[(o * length + t) * inner + i], on the thread pool, each output summed
 // in an order that depends on the shape only (blocks of rows added in order).
 template <class T> void reduce_middle(const T* a, T* out, int64_t outer, int64_t length, int64_t inner);
