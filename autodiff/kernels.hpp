@@ -10,6 +10,7 @@
 
 #include "ascan/ad/var.hpp"
 #include "ascan/config.hpp"
+#include "ascan/detail/elementary.hpp"
 #include "ascan/parallel.hpp"
 #include "ascan/error.hpp"
 #include "ascan/shape.hpp"
@@ -308,18 +309,6 @@ void add_into_dim(Tensor<T>& dst, int64_t dim, int64_t start, const Tensor<T>& s
     const T* s = src.data() + o * len * vd.inner;
     for (int64_t i = 0; i < len * vd.inner; ++i) d[i] += s[i];
   }
-}
-
-// The stable log(1 + exp(x)) and the logistic function.
-template <class T>
-T softplus(T x) {
-  return std::max(x, T(0)) + std::log1p(std::exp(-std::abs(x)));
-}
-template <class T>
-T sigmoid(T x) {
-  if (x >= 0) return T(1) / (T(1) + std::exp(-x));
-  const T e = std::exp(x);
-  return e / (T(1) + e);
 }
 
 }  // namespace ascan::ad::kernels

@@ -7,6 +7,7 @@ namespace {
 
 using detail::id_on_current;
 using detail::record;
+using detail::record_uniform_aware;
 using detail::TapeState;
 
 // z = fwd(a, b) with broadcasting. bwd(g, a, b, z, k) returns operand k's gradient at z's shape
@@ -19,7 +20,7 @@ Var<T> binary_op(const Var<T>& a, const Var<T>& b, const char* where, Fwd fwd, B
   broadcast_shapes(va.shape(), vb.shape(), where);  // named error before any work
   Tensor<T> z = kernels::broadcast_zip(va, vb, where, fwd);
   return record<T>(z, {ia, ib}, [=](TapeState<T>& s, int32_t self) {
-    const Tensor<T> g = s.grads[self];
+    const Tensor<T> g = s.grad_of(self);
     const Tensor<T> y = s.values[self];
     if (s.requires_grad[ia]) s.accumulate(ia, kernels::reduce_to(bwd(g, va, vb, y, 0), va.shape()));
     if (s.requires_grad[ib]) s.accumulate(ib, kernels::reduce_to(bwd(g, va, vb, y, 1), vb.shape()));
@@ -35,8 +36,19 @@ Var<T> unary_op(const Var<T>& a, const char* where, Fn fn, Deriv deriv) {
   const int32_t ia = id_on_current(a, where);
   const Tensor<T> va = a.value();
   Tensor<T> y = kernels::map(va, fn);
-  return record<T>(y, {ia}, [=](TapeState<T>& s, int32_t self) {
-    const Tensor<T>& g = s.grads[self];
+  return record_uniform_aware<T>(y, {ia}, [=](TapeState<T>& s, int32_t self) {
+    if (const std::optional<T> c = s.uniform_grad(self)) {  // a sum's gradient: one stream fewer
+      const T cc = *c;
+      if constexpr (kSaves == Saves::x) {
+        s.accumulate(ia, kernels::map(va, [&](T x) { return cc * deriv(x); }));
+      } else if constexpr (kSaves == Saves::y) {
+        s.accumulate(ia, kernels::map(s.values[self], [&](T yy) { return cc * deriv(yy); }));
+      } else {
+        s.accumulate(ia, kernels::zip(va, s.values[self], [&](T x, T yy) { return cc * deriv(x, yy); }));
+      }
+      return;
+    }
+    const Tensor<T>& g = s.grad_of(self);
     if constexpr (kSaves == Saves::x) {
       s.accumulate(ia, kernels::zip(g, va, [&](T gg, T x) { return gg * deriv(x); }));
     } else if constexpr (kSaves == Saves::y) {
@@ -51,8 +63,9 @@ Var<T> unary_op(const Var<T>& a, const char* where, Fn fn, Deriv deriv) {
 template <class T, class Fn>
 Var<T> linear_op(const Var<T>& a, const char* where, Fn fn, T slope) {
   const int32_t ia = id_on_current(a, where);
-  return record<T>(kernels::map(a.value(), fn), {ia}, [=](TapeState<T>& s, int32_t self) {
-    const Tensor<T>& g = s.grads[self];
+  return record_uniform_aware<T>(kernels::map(a.value(), fn), {ia}, [=](TapeState<T>& s, int32_t self) {
+    if (const std::optional<T> c = s.uniform_grad(self)) return s.accumulate_uniform(ia, *c * slope);
+    const Tensor<T>& g = s.grad_of(self);
     s.accumulate(ia, slope == T(1) ? g : kernels::map(g, [slope](T gg) { return gg * slope; }));
   });
 }
@@ -77,25 +90,47 @@ template Tensor<float> add_gradients(const Tensor<float>&, const Tensor<float>&)
 template Tensor<double> add_gradients(const Tensor<double>&, const Tensor<double>&);
 template Tensor<float> copy_gradient(const Tensor<float>&);
 template Tensor<double> copy_gradient(const Tensor<double>&);
+template <class T>
+Tensor<T> fill_gradient(const Shape& shape, T value) {
+  return kernels::fill(shape, value);
+}
+template Tensor<float> fill_gradient(const Shape&, float);
+template Tensor<double> fill_gradient(const Shape&, double);
 }  // namespace detail
 
+namespace {
+
+// a + sign * b: the gradients are the incoming one summed down to each operand's shape (a uniform
+// one stays uniform: each element of an operand gathers the same number of copies).
+template <class T>
+Var<T> add_or_sub(const Var<T>& a, const Var<T>& b, T sign, const char* where) {
+  const int32_t ia = id_on_current(a, where), ib = id_on_current(b, where);
+  const Shape sa = a.shape(), sb = b.shape();
+  const Shape out = broadcast_shapes(sa, sb, where);
+  Tensor<T> z = sign > 0 ? kernels::broadcast_zip(a.value(), b.value(), where, [](T x, T y) { return x + y; })
+                         : kernels::broadcast_zip(a.value(), b.value(), where, [](T x, T y) { return x - y; });
+  return record_uniform_aware<T>(std::move(z), {ia, ib}, [=](TapeState<T>& s, int32_t self) {
+    if (const std::optional<T> c = s.uniform_grad(self)) {
+      const T n = static_cast<T>(shape_numel(out));
+      if (s.requires_grad[ia]) s.accumulate_uniform(ia, *c * (n / static_cast<T>(std::max<int64_t>(1, shape_numel(sa)))));
+      if (s.requires_grad[ib])
+        s.accumulate_uniform(ib, sign * *c * (n / static_cast<T>(std::max<int64_t>(1, shape_numel(sb)))));
+      return;
+    }
+    const Tensor<T> g = s.grad_of(self);
+    if (s.requires_grad[ia]) s.accumulate(ia, kernels::reduce_to(g, sa));
+    if (s.requires_grad[ib]) s.accumulate(ib, sign > 0 ? kernels::reduce_to(g, sb) : negate(kernels::reduce_to(g, sb)));
+  });
+}
+
+}  // namespace
 template <class T>
 Var<T> operator+(const Var<T>& a, const Var<T>& b) {
-  return binary_op(a, b, "ascan::ad::operator+()", [](T x, T y) { return x + y; },
-                   [](const Tensor<T>& g, const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, int) { return g; });
+  return add_or_sub(a, b, T(1), "ascan::ad::operator+()");
 }
 template <class T>
 Var<T> operator-(const Var<T>& a, const Var<T>& b) {
-  constexpr const char* where = "ascan::ad::operator-()";
-  const int32_t ia = id_on_current(a, where), ib = id_on_current(b, where);
-  const Shape sa = a.shape(), sb = b.shape();
-  broadcast_shapes(sa, sb, where);
-  return record<T>(kernels::broadcast_zip(a.value(), b.value(), where, [](T x, T y) { return x - y; }), {ia, ib},
-                   [=](TapeState<T>& s, int32_t self) {
-                     const Tensor<T> g = s.grads[self];
-                     if (s.requires_grad[ia]) s.accumulate(ia, kernels::reduce_to(g, sa));
-                     if (s.requires_grad[ib]) s.accumulate(ib, negate(kernels::reduce_to(g, sb)));
-                   });
+  return add_or_sub(a, b, T(-1), "ascan::ad::operator-()");
 }
 // The gradient of a product is the incoming gradient times the other operand; when this node holds
 // the only handle on its gradient and the shapes agree, the last of the two is made in place (two
@@ -107,8 +142,23 @@ Var<T> operator*(const Var<T>& a, const Var<T>& b) {
   const Tensor<T> va = a.value(), vb = b.value();
   broadcast_shapes(va.shape(), vb.shape(), where);
   const auto mul = [](T x, T y) { return x * y; };
-  return record<T>(kernels::broadcast_zip(va, vb, where, mul), {ia, ib}, [=](TapeState<T>& s, int32_t self) {
+  return record_uniform_aware<T>(kernels::broadcast_zip(va, vb, where, mul), {ia, ib}, [=](TapeState<T>& s, int32_t self) {
     const bool need_a = s.requires_grad[ia], need_b = s.requires_grad[ib];
+    if (const std::optional<T> c = s.uniform_grad(self); c && va.shape() == vb.shape()) {
+      // A sum's gradient: each operand's is c times the other, or the other itself (borrowed:
+      // shared without a copy, except into a leaf's gradient).
+      const auto scaled = [&](const Tensor<T>& other) {
+        if (*c == T(1)) {
+          s.borrow(other);
+          return other;
+        }
+        return kernels::map(other, [cc = *c](T x) { return cc * x; });
+      };
+      if (need_a) s.accumulate(ia, scaled(vb));
+      if (need_b) s.accumulate(ib, scaled(va));
+      return;
+    }
+    s.grad_of(self);
     Tensor<T> g = std::move(s.grads[self]);  // read by no one else once this function ran
     s.grads[self] = Tensor<T>();
     s.has_grad[self] = 0;
@@ -155,19 +205,19 @@ Var<T> operator*(const Var<T>& a, T s) {
 
 template <class T>
 Var<T> exp(const Var<T>& a) {
-  return unary_op<Saves::y>(a, "ascan::ad::exp()", [](T x) { return std::exp(x); }, [](T y) { return y; });
+  return unary_op<Saves::y>(a, "ascan::ad::exp()", [](T x) { return ascan::detail::exp_any(x); }, [](T y) { return y; });
 }
 template <class T>
 Var<T> log(const Var<T>& a) {
-  return unary_op<Saves::x>(a, "ascan::ad::log()", [](T x) { return std::log(x); }, [](T x) { return T(1) / x; });
+  return unary_op<Saves::x>(a, "ascan::ad::log()", [](T x) { return ascan::detail::log_any(x); }, [](T x) { return T(1) / x; });
 }
 template <class T>
 Var<T> tanh(const Var<T>& a) {
-  return unary_op<Saves::y>(a, "ascan::ad::tanh()", [](T x) { return std::tanh(x); }, [](T y) { return T(1) - y * y; });
+  return unary_op<Saves::y>(a, "ascan::ad::tanh()", [](T x) { return ascan::detail::tanh_any(x); }, [](T y) { return T(1) - y * y; });
 }
 template <class T>
 Var<T> sigmoid(const Var<T>& a) {
-  return unary_op<Saves::y>(a, "ascan::ad::sigmoid()", [](T x) { return kernels::sigmoid(x); },
+  return unary_op<Saves::y>(a, "ascan::ad::sigmoid()", [](T x) { return ascan::detail::sigmoid_any(x); },
                             [](T y) { return y * (T(1) - y); });
 }
 template <class T>
@@ -177,8 +227,8 @@ Var<T> relu(const Var<T>& a) {
 }
 template <class T>
 Var<T> softplus(const Var<T>& a) {
-  return unary_op<Saves::x>(a, "ascan::ad::softplus()", [](T x) { return kernels::softplus(x); },
-                            [](T x) { return kernels::sigmoid(x); });
+  return unary_op<Saves::x>(a, "ascan::ad::softplus()", [](T x) { return ascan::detail::softplus_any(x); },
+                            [](T x) { return ascan::detail::sigmoid_any(x); });
 }
 template <class T>
 Var<T> square(const Var<T>& a) {

@@ -68,7 +68,7 @@ Var<T> sum(const Var<T>& a) {
   auto total = Tensor<T>::empty({});
   kernels::reduce_middle(va.data(), total.data(), 1, va.numel(), 1);
   return record<T>(total, {ia}, [=](TapeState<T>& s, int32_t self) {
-    s.accumulate(ia, kernels::fill(in, s.grads[self].data()[0]));
+    s.accumulate_uniform(ia, s.grad_of(self).data()[0]);  // materialised only where an op needs it
   });
 }
 
@@ -87,7 +87,7 @@ Var<T> sum(const Var<T>& a, int64_t dim, bool keepdim) {
   const int64_t d = resolve_dim(dim, a.rank(), where, "the operand");
   const Shape in = a.shape();
   return record<T>(kernels::sum_dim(a.value(), d, keepdim), {ia}, [=](TapeState<T>& s, int32_t self) {
-    s.accumulate(ia, kernels::broadcast_to(s.grads[self].reshape(kernels::keepdim_shape(in, d)), in));
+    s.accumulate(ia, kernels::broadcast_to(s.grad_of(self).reshape(kernels::keepdim_shape(in, d)), in));
   });
 }
 
@@ -112,7 +112,7 @@ Var<T> softmax(const Var<T>& a, int64_t dim) {
   });
   return record<T>(y, {ia}, [=](TapeState<T>& s, int32_t self) {
     // dx = y * (g - sum(g * y)), one line at a time.
-    s.accumulate(ia, map_lines(s.grads[self], y, d, [](const T* gp, const T* yp, T* dx, int64_t stride, int64_t n) {
+    s.accumulate(ia, map_lines(s.grad_of(self), y, d, [](const T* gp, const T* yp, T* dx, int64_t stride, int64_t n) {
       T dot = 0;
       for (int64_t k = 0; k < n; ++k) dot += gp[k * stride] * yp[k * stride];
       for (int64_t k = 0; k < n; ++k) dx[k * stride] = yp[k * stride] * (gp[k * stride] - dot);
@@ -132,7 +132,7 @@ Var<T> log_softmax(const Var<T>& a, int64_t dim) {
   });
   return record<T>(y, {ia}, [=](TapeState<T>& s, int32_t self) {
     // dx = g - softmax * sum(g), one line at a time.
-    s.accumulate(ia, map_lines(s.grads[self], y, d, [](const T* gp, const T* yp, T* dx, int64_t stride, int64_t n) {
+    s.accumulate(ia, map_lines(s.grad_of(self), y, d, [](const T* gp, const T* yp, T* dx, int64_t stride, int64_t n) {
       T total = 0;
       for (int64_t k = 0; k < n; ++k) total += gp[k * stride];
       for (int64_t k = 0; k < n; ++k) dx[k * stride] = gp[k * stride] - exp_le0(yp[k * stride]) * total;
@@ -162,7 +162,7 @@ Var<T> gather(const Var<T>& a, int64_t dim, const Tensor<int64_t>& index) {
   const Shape in = a.shape();
   return record<T>(out, {ia}, [=](TapeState<T>& s, int32_t self) {
     auto g = Tensor<T>::zeros(in);
-    const T* go = s.grads[self].data();
+    const T* go = s.grad_of(self).data();
     for (int64_t o = 0; o < v.outer; ++o)
       for (int64_t i = 0; i < v.inner; ++i)
         g.data()[(o * v.length + index.data()[o * v.inner + i]) * v.inner + i] += go[o * v.inner + i];

@@ -122,7 +122,7 @@ Var<T> matmul(const Var<T>& a, const Var<T>& b) {
   const int64_t step_a = nba ? m * k : 0, step_b = nbb ? k * n : 0;
   Tensor<T> out = products<T>({va.data(), false}, step_a, {vb.data(), false}, step_b, batches, m, k, n, false, out_shape);
   return record<T>(out, {ia, ib}, [=](TapeState<T>& s, int32_t self) {
-    const Tensor<T>& G = s.grads[self];  // [batches, m, n]
+    const Tensor<T>& G = s.grad_of(self);  // [batches, m, n]
     const int64_t step_g = m * n;
     if (s.requires_grad[ia]) {
       // dA = G · Bᵀ per batch (summed over batches when A has none). With A batched and B shared,
@@ -155,7 +155,7 @@ Var<T> transpose(const Var<T>& a) {
     ascan::detail::raise("{}: operand has shape {}, expected rank >= 2 (the last two dims are swapped)",
                          where, format_shape(a.shape()));
   return record<T>(kernels::transpose_last2(a.value()), {ia}, [=](TapeState<T>& s, int32_t self) {
-    s.accumulate(ia, kernels::transpose_last2(s.grads[self]));
+    s.accumulate(ia, kernels::transpose_last2(s.grad_of(self)));
   });
 }
 
@@ -172,8 +172,9 @@ template <class T>
 Var<T> reshape(const Var<T>& a, Shape shape) {
   const int32_t ia = id_on_current(a, "ascan::ad::reshape()");
   const Shape in = a.shape();
-  return record<T>(a.value().reshape(std::move(shape)), {ia}, [=](TapeState<T>& s, int32_t self) {
-    s.accumulate(ia, s.grads[self].reshape(in));
+  return detail::record_uniform_aware<T>(a.value().reshape(std::move(shape)), {ia}, [=](TapeState<T>& s, int32_t self) {
+    if (const std::optional<T> c = s.uniform_grad(self)) return s.accumulate_uniform(ia, *c);
+    s.accumulate(ia, s.grad_of(self).reshape(in));
   });
 }
 
@@ -188,7 +189,7 @@ Var<T> select(const Var<T>& a, int64_t dim, int64_t index) {
   const Shape in = a.shape();
   return record<T>(ascan::select(a.value(), d, index), {ia}, [=](TapeState<T>& s, int32_t self) {
     auto g = Tensor<T>::zeros(in);
-    kernels::add_into_dim(g, d, index, s.grads[self].reshape(kernels::keepdim_shape(in, d)));
+    kernels::add_into_dim(g, d, index, s.grad_of(self).reshape(kernels::keepdim_shape(in, d)));
     s.accumulate(ia, g);
   });
 }
@@ -204,7 +205,7 @@ Var<T> slice(const Var<T>& a, int64_t dim, int64_t start, int64_t stop) {
   const Shape in = a.shape();
   return record<T>(kernels::slice_dim(a.value(), d, start, stop), {ia}, [=](TapeState<T>& s, int32_t self) {
     auto g = Tensor<T>::zeros(in);
-    kernels::add_into_dim(g, d, start, s.grads[self]);
+    kernels::add_into_dim(g, d, start, s.grad_of(self));
     s.accumulate(ia, g);
   });
 }
@@ -233,7 +234,7 @@ Var<T> concat(const std::vector<Var<T>>& vs, int64_t dim) {
   for (const auto& v : vs) lens.push_back(v.shape()[d]);
   return detail::record_node<T>(out, ids, [=](TapeState<T>& s, int32_t self) {
     for (size_t i = 0; i < ids.size(); ++i)
-      if (s.requires_grad[ids[i]]) s.accumulate(ids[i], kernels::slice_dim(s.grads[self], d, starts[i], starts[i] + lens[i]));
+      if (s.requires_grad[ids[i]]) s.accumulate(ids[i], kernels::slice_dim(s.grad_of(self), d, starts[i], starts[i] + lens[i]));
   });
 }
 
@@ -263,7 +264,7 @@ Var<T> broadcast_to(const Var<T>& a, const Shape& shape) {
     ascan::detail::raise("ascan::ad::broadcast_to(): shape {} cannot be broadcast to {}, expected a target "
                          "that contains it", format_shape(in), format_shape(shape));
   return record<T>(kernels::broadcast_to(a.value(), shape), {ia}, [=](TapeState<T>& s, int32_t self) {
-    s.accumulate(ia, kernels::reduce_to(s.grads[self], in));
+    s.accumulate(ia, kernels::reduce_to(s.grad_of(self), in));
   });
 }
 

@@ -51,9 +51,9 @@ void copy(benchmark::State& st) {
   set_bytes(st, 2);
 }
 
-enum class Op { add, mul, mul_row, mul_col, scale, exp, tanh, sum, sum_dim0, sum_dim1 };
+enum class Op { add, mul, mul_row, mul_col, scale, exp, tanh, sigmoid, softplus, log, sum, sum_dim0, sum_dim1 };
 
-VF apply(Op op, const VF& x, const VF& y, const VF& row, const VF& col) {
+VF apply(Op op, const VF& x, const VF& y, const VF& row, const VF& col, const VF& pos) {
   switch (op) {
     case Op::add: return x + y;
     case Op::mul: return x * y;
@@ -62,6 +62,9 @@ VF apply(Op op, const VF& x, const VF& y, const VF& row, const VF& col) {
     case Op::scale: return x * 0.5f;
     case Op::exp: return ad::exp(x);
     case Op::tanh: return ad::tanh(x);
+    case Op::sigmoid: return ad::sigmoid(x);
+    case Op::softplus: return ad::softplus(x);
+    case Op::log: return ad::log(pos);
     case Op::sum: return ad::sum(x);
     case Op::sum_dim0: return ad::sum(x, 0);
     case Op::sum_dim1: return ad::sum(x, 1);
@@ -84,7 +87,8 @@ int64_t fwd_bwd_streams(Op op) {
     case Op::mul: return 3 + 5;               // g, x, y read; two gradients written
     case Op::mul_row: case Op::mul_col: return 2 + 4;  // g, x, row read; dx written; drow reduced from g * x
     case Op::scale: return 2 + 2;
-    case Op::exp: case Op::tanh: return 2 + 3;  // g, y read, dx written
+    case Op::exp: case Op::tanh: case Op::sigmoid: case Op::softplus: case Op::log:
+      return 2 + 3;  // g and x or y read, dx written
     default: return 1 + 1;                    // reductions: the gradient is a broadcast
   }
 }
@@ -94,10 +98,10 @@ int64_t fwd_bwd_streams(Op op) {
 void op_bench(benchmark::State& st, Op op, bool with_backward) {
   const Data& d = data();
   ad::Tape<float> tape;
-  VF x = ad::param(d.x), y = ad::param(d.y), row = ad::param(d.row), col = ad::param(d.col);
+  VF x = ad::param(d.x), y = ad::param(d.y), row = ad::param(d.row), col = ad::param(d.col), pos = ad::param(d.decay);
   for (auto _ : st) {
     {
-      VF r = apply(op, x, y, row, col);
+      VF r = apply(op, x, y, row, col, pos);
       if (with_backward) {
         const TF seed = op == Op::sum ? TF::full({}, 1.0f) : op == Op::sum_dim0 ? d.row : op == Op::sum_dim1
                                           ? d.col.reshape({kRows}) : d.w;
@@ -106,7 +110,7 @@ void op_bench(benchmark::State& st, Op op, bool with_backward) {
       benchmark::DoNotOptimize(r.value().data());
     }
     if (with_backward)
-      for (VF* v : {&x, &y, &row, &col}) v->zero_grad();
+      for (VF* v : {&x, &y, &row, &col, &pos}) v->zero_grad();
   }
   set_bytes(st, with_backward ? fwd_bwd_streams(op) : fwd_streams(op));
 }
@@ -146,7 +150,8 @@ void register_all() {
   benchmark::RegisterBenchmark("copy/roof", copy)->UseRealTime()->Unit(benchmark::kMillisecond);
   const std::pair<Op, const char*> ops[] = {{Op::add, "add"}, {Op::mul, "mul"}, {Op::mul_row, "mul_row_broadcast"},
                                             {Op::mul_col, "mul_col_broadcast"}, {Op::scale, "mul_scalar"},
-                                            {Op::exp, "exp"}, {Op::tanh, "tanh"}, {Op::sum, "sum"},
+                                            {Op::exp, "exp"}, {Op::tanh, "tanh"}, {Op::sigmoid, "sigmoid"},
+                                            {Op::softplus, "softplus"}, {Op::log, "log"}, {Op::sum, "sum"},
                                             {Op::sum_dim0, "sum_dim0"}, {Op::sum_dim1, "sum_dim1"}};
   for (const auto& [op, name] : ops) {
     benchmark::RegisterBenchmark((std::string(name) + "/fwd").c_str(), op_bench, op, false)

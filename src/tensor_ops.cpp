@@ -284,14 +284,18 @@ void reduce_middle(const T* a, T* out, int64_t outer, int64_t length, int64_t in
       }
     }
   });
+  // The blocks' partial rows, added in block order a row at a time (contiguous, vectorised).
   if (blocks > 1)
-    parallel_elements(outer * inner, kGrain, [&](int64_t s, int64_t e) {
-      for (int64_t k = s; k < e; ++k) {
-        const int64_t o = k / inner, i = k % inner;
-        const T* p = partial.data() + o * blocks * inner + i;
-        T acc = p[0];
-        for (int64_t blk = 1; blk < blocks; ++blk) acc += p[blk * inner];
-        out[k] = acc;
+    parallel_elements(outer * chunks, std::max<int64_t>(1, kGrain / (blocks * lane_chunk)), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t o = t / chunks, i0 = (t % chunks) * lane_chunk, ni = std::min(lane_chunk, inner - i0);
+        const T* p = partial.data() + o * blocks * inner + i0;
+        T* ASCAN_RESTRICT dst = out + o * inner + i0;
+        for (int64_t i = 0; i < ni; ++i) dst[i] = p[i];
+        for (int64_t blk = 1; blk < blocks; ++blk) {
+          const T* ASCAN_RESTRICT row = p + blk * inner;
+          for (int64_t i = 0; i < ni; ++i) dst[i] += row[i];
+        }
       }
     });
 }

@@ -147,6 +147,71 @@ namespace ad = ascan::ad;
 // Shapes above the ops' parallel grain (2^15 elements), so the threaded, blocked paths run:
 // values against the plain Tensor ops (single-threaded, independent code), gradients against
 // float64 central differences along random directions.
+// A sum's gradient is one value broadcast to its operand's shape; the ops after a sum take it as
+// that value (TapeState::uniform_grad) and nodes that do not are given it materialised. The
+// scalar loss gets a random cotangent here, so the value is not 1.
+TEST(AdUniformGradients, OpsUnderASumMatchFiniteDifferences) {
+  EXPECT_GRADCHECK([](const VarList& x) { return ad::sum(ad::exp(x[0])); }, {randn({3, 4}, 1)});
+  EXPECT_GRADCHECK([](const VarList& x) { return ad::sum(ad::log(x[0])); }, {uniform({3, 4}, 2, 0.2, 3.0)});
+  EXPECT_GRADCHECK([](const VarList& x) { return ad::sum(ad::tanh(x[0])); }, {randn({3, 4}, 3)});
+  EXPECT_GRADCHECK([](const VarList& x) { return ad::sum(ad::sigmoid(x[0])); }, {randn({3, 4}, 4) * 3.0});
+  EXPECT_GRADCHECK([](const VarList& x) { return ad::sum(ad::softplus(x[0])); }, {randn({3, 4}, 5) * 3.0});
+  EXPECT_GRADCHECK([](const VarList& x) { return ad::sum(ad::sqrt(x[0])); }, {uniform({3, 4}, 6, 0.2, 3.0)});
+  EXPECT_GRADCHECK([](const VarList& x) { return ad::mean(x[0] * x[1]); }, {randn({3, 4}, 7), randn({3, 4}, 8)});
+  EXPECT_GRADCHECK([](const VarList& x) { return ad::sum(x[0] * x[1]); }, {randn({3, 4}, 9), randn({4}, 10)});
+  EXPECT_GRADCHECK([](const VarList& x) { return ad::sum(x[0] + x[1]); }, {randn({3, 4}, 11), randn({3, 1}, 12)});
+  EXPECT_GRADCHECK([](const VarList& x) { return ad::sum(x[0] - x[1]); }, {randn({3, 4}, 13), randn({4}, 14)});
+  EXPECT_GRADCHECK([](const VarList& x) { return ad::sum(ad::reshape(x[0], {4, 3}) * 2.0 - x[1]); },
+                   {randn({3, 4}, 15), randn({1, 3}, 16)});
+  // A node reached by a uniform gradient and by a full one (either order).
+  EXPECT_GRADCHECK([](const VarList& x) {
+    const VD y = x[0] * 1.5;
+    return ad::sum(y) + ad::sum(y * y);
+  }, {randn({3, 4}, 17)});
+  EXPECT_GRADCHECK([](const VarList& x) {
+    const VD y = ad::tanh(x[0]);
+    return ad::sum(y * y) + ad::sum(y) * 0.5;
+  }, {randn({3, 4}, 18)});
+  EXPECT_GRADCHECK([](const VarList& x) { return ad::sum(x[0]) * ad::sum(x[1]); }, {randn({3}, 19), randn({2}, 20)});
+  // Into a scan, which reads it materialised.
+  EXPECT_GRADCHECK([](const VarList& x) {
+    const auto [ya, yb] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{x[0], x[1]}, 0);
+    return ad::sum(yb * x[2]);
+  }, {uniform({6, 3}, 21, 0.5, 0.9), randn({6, 3}, 22), randn({6, 3}, 23)});
+}
+
+// With the loss's cotangent 1, a product's gradient is the other operand itself: shared with the
+// tape, never with a leaf's gradient (the user may modify that).
+TEST(AdUniformGradients, ProductGradientIsTheOperandButALeafGetsACopy) {
+  const TD w = randn({3, 4}, 1);
+  VD x = ad::param(randn({3, 4}, 2));
+  ad::backward(ad::sum(x * ad::constant(w)));
+  EXPECT_EQ(x.grad(), w);
+  EXPECT_FALSE(x.grad().shares_storage_with(w));
+  TD g = x.grad();
+  g.data()[0] += 1.0;
+  EXPECT_EQ(w.data()[0], randn({3, 4}, 1).data()[0]);
+  // Through an add that passes the gradient on to a leaf unchanged.
+  VD z = ad::param(randn({3, 4}, 3));
+  ad::backward(ad::sum((z + 0.0) * ad::constant(w)));
+  EXPECT_EQ(z.grad(), w);
+  EXPECT_FALSE(z.grad().shares_storage_with(w));
+}
+
+// An op recorded outside the library reads s.grads[self] and gets the materialised gradient.
+TEST(AdUniformGradients, NodesThatDoNotAskGetAMaterialisedGradient) {
+  VD x = ad::param(randn({2, 5}, 1));
+  const int32_t ix = ad::detail::id_on_current(x, "test");
+  const TD vx = x.value();
+  VD y = ad::detail::record<double>(vx * TD::full({2, 5}, 3.0), {ix}, [=](ad::detail::TapeState<double>& s, int32_t self) {
+    const TD g = s.grads[self];
+    ASSERT_EQ(g.shape(), (ascan::Shape{2, 5}));
+    s.accumulate(ix, g * TD::full({2, 5}, 3.0));
+  });
+  ad::backward(ad::sum(y) * 2.0);
+  EXPECT_EQ(x.grad(), TD::full({2, 5}, 6.0));
+}
+
 TEST(AdOpsParallel, LargeOperandsMatchPlainOpsAndFiniteDifferences) {
   const ad::GradcheckOptions fast{.fast = true, .num_directions = 4};
   const TD x = randn({300, 129}, 1), row = randn({129}, 2), col = uniform({300, 1}, 3, 0.5, 2.0);

@@ -112,8 +112,8 @@ std::vector<Var<T>> push_outputs(const std::vector<Tensor<T>>& ys, bool req, std
 
 // The gradient reaching output `id` during a sweep (absent when it was freed or got none).
 template <class T>
-const Tensor<T>* output_grad(const TapeState<T>& s, int32_t id, uint32_t serial) {
-  return s.holds(id, serial) && s.has_grad[id] ? &s.grads[id] : nullptr;
+const Tensor<T>* output_grad(TapeState<T>& s, int32_t id, uint32_t serial) {
+  return s.holds(id, serial) && s.has_grad[id] ? &s.grad_of(id) : nullptr;
 }
 
 // The leaves of a Var structure: their ids on the current tape, values and shapes.

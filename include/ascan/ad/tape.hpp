@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -47,8 +48,8 @@ namespace detail {
 template <class T>
 struct TapeState;
 
-// a + b for gradients of one shape, and a copy of a gradient, in parallel (compiled for float
-// and double).
+// a + b for gradients of one shape, a copy of a gradient, and a gradient of one value, in
+// parallel (compiled for float and double).
 template <class T>
 Tensor<T> add_gradients(const Tensor<T>& a, const Tensor<T>& b);
 template <class T>
@@ -57,6 +58,10 @@ extern template Tensor<float> add_gradients(const Tensor<float>&, const Tensor<f
 extern template Tensor<double> add_gradients(const Tensor<double>&, const Tensor<double>&);
 extern template Tensor<float> copy_gradient(const Tensor<float>&);
 extern template Tensor<double> copy_gradient(const Tensor<double>&);
+template <class T>
+Tensor<T> fill_gradient(const Shape& shape, T value);
+extern template Tensor<float> fill_gradient(const Shape&, float);
+extern template Tensor<double> fill_gradient(const Shape&, double);
 
 template <class T>
 using BackwardFn = std::function<void(TapeState<T>&, int32_t self)>;
@@ -81,13 +86,19 @@ struct TapeState {
   std::vector<uint32_t> refs;              // Vars, child nodes and proxies that reference it
   std::vector<int64_t> seqs;               // creation order (slots are reused out of order)
   std::vector<uint8_t> always_run;         // multi-output heads: run even without own gradient
+  std::vector<uint8_t> uniform_aware;      // its function reads uniform_grad() (else materialised first)
   std::vector<std::vector<int32_t>> parents;  // its inputs (each holds a ref) while it has a function
   std::vector<BackwardFn<T>> backward_fns;
   std::vector<int32_t> free_ids;
   std::map<int32_t, Import> imports;       // proxy id -> the enclosing tape's node
   std::map<std::pair<const TapeState*, int32_t>, int32_t> import_ids;
   std::shared_ptr<TapeState> outer;        // the enclosing tape (nullptr for a default tape)
-  Tensor<T> seed;                          // the caller's cotangent while a sweep runs
+  // Tensors a sweep's gradients may share without owning them (the caller's cotangent, an
+  // operand a product's gradient passes on): a leaf's gradient never shares their storage.
+  std::vector<Tensor<T>> borrowed;
+  // Gradients that are one value broadcast to the node's shape (a sum's), not yet materialised:
+  // their node has has_grad set and an empty grads entry; grad_of() fills them on first read.
+  std::vector<std::pair<int32_t, T>> uniform_grads;
   bool alive = true;
   uint32_t next_serial = 1;
   int64_t next_seq = 0;
@@ -111,6 +122,7 @@ struct TapeState {
       values[id] = std::move(value);
       grads[id] = Tensor<T>();
       has_grad[id] = 0;
+      drop_uniform(id);
       requires_grad[id] = req ? 1 : 0;
       is_leaf[id] = leaf ? 1 : 0;
       live[id] = 1;
@@ -119,6 +131,7 @@ struct TapeState {
       refs[id] = 0;
       seqs[id] = next_seq++;
       always_run[id] = 0;
+      uniform_aware[id] = 0;
       parents[id] = std::move(links);
       backward_fns[id] = req ? std::move(fn) : BackwardFn<T>{};
     } else {
@@ -134,6 +147,7 @@ struct TapeState {
       refs.push_back(0);
       seqs.push_back(next_seq++);
       always_run.push_back(0);
+      uniform_aware.push_back(0);
       parents.push_back(std::move(links));
       backward_fns.push_back(req ? std::move(fn) : BackwardFn<T>{});
     }
@@ -171,6 +185,7 @@ struct TapeState {
       parents[n].clear();
       live[n] = 0;
       has_grad[n] = 0;
+      drop_uniform(n);
       refs[n] = 0;
       --num_live;
       free_ids.push_back(n);
@@ -210,13 +225,64 @@ struct TapeState {
     if (!requires_grad[id]) return;
     if (!has_grad[id]) {
       // A leaf's gradient is the user's to keep (and to modify): it must not share storage with
-      // the caller's seed, which may reach it unchanged (through a reshape, an add, a scan of
+      // a borrowed tensor, which may reach it unchanged (through a reshape, an add, a scan of
       // length one). Everything else is shared without a copy.
-      grads[id] = is_leaf[id] && seed.storage_id() && g.shares_storage_with(seed) ? copy_gradient(g) : g;
+      grads[id] = is_leaf[id] && shares_borrowed(g) ? copy_gradient(g) : g;
       has_grad[id] = 1;
       return;
     }
-    grads[id] = accumulate_sum(grads[id], g);
+    grads[id] = accumulate_sum(grad_of(id), g);
+  }
+
+  // grad[id] += c broadcast to the node's shape; kept as the value alone on intermediate nodes.
+  void accumulate_uniform(int32_t id, T c) {
+    if (!requires_grad[id]) return;
+    if (T* u = find_uniform(id)) {
+      *u += c;
+    } else if (!has_grad[id] && !is_leaf[id]) {
+      uniform_grads.emplace_back(id, c);
+      grads[id] = Tensor<T>();
+      has_grad[id] = 1;
+    } else {
+      accumulate(id, fill_gradient(values[id].shape(), c));
+    }
+  }
+
+  // The node's gradient when it is one value broadcast to its shape and not yet materialised.
+  std::optional<T> uniform_grad(int32_t id) {
+    if (T* u = find_uniform(id)) return *u;
+    return std::nullopt;
+  }
+
+  // The node's gradient as a tensor (a uniform one materialised here).
+  const Tensor<T>& grad_of(int32_t id) {
+    if (T* u = find_uniform(id)) {
+      grads[id] = fill_gradient(values[id].shape(), *u);
+      drop_uniform(id);
+    }
+    return grads[id];
+  }
+
+  void borrow(const Tensor<T>& t) {
+    if (t.storage_id()) borrowed.push_back(t);
+  }
+  bool shares_borrowed(const Tensor<T>& g) const {
+    for (const Tensor<T>& b : borrowed)
+      if (g.shares_storage_with(b)) return true;
+    return false;
+  }
+
+  T* find_uniform(int32_t id) {
+    for (auto& [n, c] : uniform_grads)
+      if (n == id) return &c;
+    return nullptr;
+  }
+  void drop_uniform(int32_t id) {
+    for (size_t k = 0; k < uniform_grads.size(); ++k)
+      if (uniform_grads[k].first == id) {
+        uniform_grads.erase(uniform_grads.begin() + static_cast<std::ptrdiff_t>(k));
+        return;
+      }
   }
 
   // Drops every node created at or after sequence number `mark`, newest first.
@@ -323,7 +389,7 @@ class Tape {
   static void propagate_imports(detail::TapeState<T>& s) {
     for (const auto& [proxy, imp] : s.imports) {
       if (!s.has_grad[proxy] || !imp.outer->holds(imp.outer_id, imp.outer_serial)) continue;
-      imp.outer->accumulate(imp.outer_id, s.grads[proxy]);
+      imp.outer->accumulate(imp.outer_id, s.grad_of(proxy));
     }
   }
 

@@ -134,7 +134,7 @@ int32_t id_on_current(const Var<T>& v, std::string_view where) {
 // and any parent requires grad; then it keeps `fn` (which receives the tape and the node id and
 // accumulates into the parents) and links to its parents (all of them: `fn` reads their flags).
 template <class T>
-Var<T> record_node(Tensor<T> value, const std::vector<int32_t>& ids, BackwardFn<T> fn) {
+Var<T> record_node(Tensor<T> value, const std::vector<int32_t>& ids, BackwardFn<T> fn, bool uniform_aware = false) {
   const auto& cur = current_state<T>();
   bool req = false;
   if (grad_mode_enabled())
@@ -143,12 +143,19 @@ Var<T> record_node(Tensor<T> value, const std::vector<int32_t>& ids, BackwardFn<
   std::vector<int32_t> links;
   for (int32_t p : ids)
     if (std::find(links.begin(), links.end(), p) == links.end()) links.push_back(p);
-  return Var<T>(cur, cur->push(std::move(value), true, false, std::move(fn), std::move(links)));
+  const int32_t id = cur->push(std::move(value), true, false, std::move(fn), std::move(links));
+  cur->uniform_aware[id] = uniform_aware ? 1 : 0;
+  return Var<T>(cur, id);
 }
 
 template <class T>
 Var<T> record(Tensor<T> value, std::initializer_list<int32_t> parents, BackwardFn<T> fn) {
   return record_node<T>(std::move(value), std::vector<int32_t>(parents), std::move(fn));
+}
+// A node whose function handles a uniform gradient (TapeState::uniform_grad) itself.
+template <class T>
+Var<T> record_uniform_aware(Tensor<T> value, std::initializer_list<int32_t> parents, BackwardFn<T> fn) {
+  return record_node<T>(std::move(value), std::vector<int32_t>(parents), std::move(fn), true);
 }
 
 // Reverse sweep from `root` with cotangent `seed` over the nodes reachable from it through
@@ -185,7 +192,8 @@ void sweep(TapeState<T>& s, int32_t root, const Tensor<T>& seed, const BackwardO
     const std::vector<int32_t>& order;
     bool retain;
     ~Finish() {
-      s.seed = Tensor<T>();
+      s.borrowed.clear();
+      s.uniform_grads.clear();
       for (int32_t n : order)
         if (s.live[n] && !s.is_leaf[n]) {
           s.has_grad[n] = 0;
@@ -198,7 +206,9 @@ void sweep(TapeState<T>& s, int32_t root, const Tensor<T>& seed, const BackwardO
     }
   } finish{s, order, opts.retain_graph};
   // The seed is used without a copy; accumulate() copies it only into a leaf's gradient.
-  s.seed = seed;
+  s.uniform_grads.clear();
+  s.borrowed.clear();
+  s.borrow(seed);
   if (s.is_leaf[root]) {
     s.accumulate(root, seed);
     return;
@@ -206,7 +216,10 @@ void sweep(TapeState<T>& s, int32_t root, const Tensor<T>& seed, const BackwardO
   s.grads[root] = seed;
   s.has_grad[root] = 1;
   for (int32_t n : order)
-    if ((s.has_grad[n] || s.always_run[n]) && s.backward_fns[n]) s.backward_fns[n](s, n);
+    if ((s.has_grad[n] || s.always_run[n]) && s.backward_fns[n]) {
+      if (!s.uniform_aware[n]) s.grad_of(n);
+      s.backward_fns[n](s, n);
+    }
 }
 
 }  // namespace detail

@@ -78,10 +78,13 @@ ASCAN_ALWAYS_INLINE T exp_nonpositive(T d) {
   const T r = (dc - n * C::kLn2Hi) - n * C::kLn2Lo;
   T p = series.exp[C::kExpTerms];
   for (int k = C::kExpTerms - 1; k >= 0; --k) p = p * r + series.exp[k];
-  const Int scale_bits = (n_int + C::kBias) << C::kMantissaBits;
+  // Below the range the scale's bits are cleared (2^n becomes 0) rather than the result
+  // selected: a select of 0 lets GCC split every caller into a copy for e = 0 and one for e > 0.
+  const Int keep = d < C::kMinArg ? Int{0} : Int{-1};
+  const Int scale_bits = ((n_int + C::kBias) << C::kMantissaBits) & keep;
   T scale;
   std::memcpy(&scale, &scale_bits, sizeof scale);
-  return d < C::kMinArg ? T(0) : p * scale;
+  return p * scale;
 }
 
 template <class T>
@@ -93,15 +96,17 @@ ASCAN_ALWAYS_INLINE T log1p_exp_nonpositive(T d) {
   // f - (f²/2 - s (f²/2 + R)), f itself carrying the bulk, as fdlibm writes it.
   const T u = T(1) + e;
   const T c = (e - (u - T(1))) / u;
-  const bool high = u > C::kSqrt2;
-  const T f = (high ? u * T(0.5) : u) - T(1);
+  // The halving is a multiply by a selected factor, not a select of two values: GCC turns the
+  // latter into two masked copies of everything below (three divisions instead of two).
+  const T h = u > C::kSqrt2 ? T(1) : T(0);
+  const T f = u * (T(1) - T(0.5) * h) - T(1);
   const T s = f / (T(2) + f);
   const T z = s * s;
   T q = series.atanh[C::kLogTerms];  // R = 2 sum_{k >= 1} z^k / (2k + 1)
   for (int k = C::kLogTerms - 1; k >= 1; --k) q = q * z + series.atanh[k];
   const T R = T(2) * z * q;
   const T hfsq = T(0.5) * f * f;
-  const T k_lo = high ? C::kLn2Lo : T(0), k_hi = high ? C::kLn2Hi : T(0);
+  const T k_lo = h * C::kLn2Lo, k_hi = h * C::kLn2Hi;
   const T result = k_hi - ((hfsq - (s * (hfsq + R) + (k_lo + c))) - f);
   return d != d ? d : result;
 }
