@@ -1,0 +1,218 @@
+// common.hpp — part of the scan adjoint (ad/scan_vjp.hpp): element helpers, the Jacobians of a
+// combine on dual numbers, the gradients a backward returns (GradOutputs) and the lane counts
+// the sweeps share.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "ascan/detail/block_transpose.hpp"
+#include "ascan/detail/log1p_exp.hpp"
+#include "ascan/detail/pointwise_scan.hpp"
+#include "ascan/detail/scan_plan.hpp"
+#include "ascan/detail/tree.hpp"
+#include "ascan/combine.hpp"
+#include "ascan/dual.hpp"
+#include "ascan/parallel.hpp"
+#include "ascan/scan.hpp"
+#include "ascan/tensor.hpp"
+
+namespace ascan::ad::detail {
+
+// Number of scalars in an element structure.
+template <class E> struct elem_size : std::integral_constant<size_t, 1> {};
+template <class... Es>
+struct elem_size<std::tuple<Es...>> : std::integral_constant<size_t, (size_t{0} + ... + elem_size<Es>::value)> {};
+
+// E with every scalar replaced by D.
+template <class E, class D> struct rebind { using type = D; };
+template <class... Es, class D> struct rebind<std::tuple<Es...>, D> {
+  using type = std::tuple<typename rebind<Es, D>::type...>;
+};
+
+// Builds the structure E (scalars of type D) from flat[pos...], depth first.
+template <class E, class D>
+ASCAN_ALWAYS_INLINE typename rebind<E, D>::type build_elem(const D* flat, size_t& pos) {
+  if constexpr (ascan::detail::is_std_tuple_v<E>) {
+    return [&]<size_t... K>(std::index_sequence<K...>) {
+      // Braced init evaluates left to right, so leaves are taken in order.
+      return typename rebind<E, D>::type{build_elem<std::tuple_element_t<K, E>, D>(flat, pos)...};
+    }(std::make_index_sequence<std::tuple_size_v<E>>{});
+  } else {
+    return flat[pos++];
+  }
+}
+
+// Flattens a combine result (tuple-like or scalar) into flat[pos...], converting to D.
+template <class D, class R>
+ASCAN_ALWAYS_INLINE void scatter_elem(const R& r, D* flat, size_t& pos) {
+  if constexpr (ascan::detail::is_tuple_like<std::decay_t<R>>::value) {
+    [&]<size_t... K>(std::index_sequence<K...>) {
+      using std::get;
+      (scatter_elem<D>(get<K>(r), flat, pos), ...);
+    }(std::make_index_sequence<std::tuple_size_v<std::decay_t<R>>>{});
+  } else {
+    flat[pos++] = D(r);
+  }
+}
+
+// A (∂out/∂left) and, with WithB, B (∂out/∂right), row-major [out leaf][in leaf], at one
+// element, from one call of f on duals with L (or 2L) tangents.
+template <class Elem, size_t L, bool WithB, class T, class F>
+ASCAN_ALWAYS_INLINE void dual_jacobians(const F& f, const std::array<T, L>& left, const std::array<T, L>& right,
+                                        std::array<T, L * L>& A, std::array<T, L * L>* B) {
+  constexpr size_t N = WithB ? 2 * L : L;
+  using D = Dual<T, static_cast<int>(N)>;
+  std::array<D, L> l, r, o;
+  for (size_t i = 0; i < L; ++i) {
+    l[i] = D(left[i]);
+    l[i].d[i] = T(1);
+    r[i] = D(right[i]);
+    if constexpr (WithB) r[i].d[L + i] = T(1);
+  }
+  size_t pl = 0, pr = 0, po = 0;
+  const auto out = f(build_elem<Elem, D>(l.data(), pl), build_elem<Elem, D>(r.data(), pr));
+  scatter_elem<D>(out, o.data(), po);
+  for (size_t k = 0; k < L; ++k)
+    for (size_t i = 0; i < L; ++i) {
+      A[k * L + i] = o[k].d[i];
+      if constexpr (WithB) (*B)[k * L + i] = o[k].d[L + i];
+    }
+}
+
+template <class Elem, size_t L, class T, class F>
+ASCAN_ALWAYS_INLINE void jacobians(const F& f, const std::array<T, L>& left, const std::array<T, L>& right,
+                                   std::array<T, L * L>& A, std::array<T, L * L>& B) {
+  dual_jacobians<Elem, L, true>(f, left, right, A, &B);
+}
+
+// A alone: the segment sweep's first pass needs no B.
+template <class Elem, size_t L, class T, class F>
+ASCAN_ALWAYS_INLINE void left_jacobian(const F& f, const std::array<T, L>& left, const std::array<T, L>& right,
+                                       std::array<T, L * L>& A) {
+  dual_jacobians<Elem, L, false>(f, left, right, A, static_cast<std::array<T, L * L>*>(nullptr));
+}
+
+template <size_t N, class T>
+auto as_tuple(const std::vector<Tensor<T>>& v) {
+  return [&]<size_t... I>(std::index_sequence<I...>) { return std::make_tuple(v[I]...); }(std::make_index_sequence<N>{});
+}
+
+template <class T, class Tup>
+std::vector<Tensor<T>> as_vector(const Tup& t) {
+  return std::apply([](const auto&... x) { return std::vector<Tensor<T>>{x...}; }, t);
+}
+
+// Where the sweeps put ∂x of each leaf: leaves of the output's shape directly into their
+// gradient (in the output layout); leaves constant along the axis summed over the steps (float64
+// accumulators for float) into a tensor of the output's shape without the axis; other broadcast
+// leaves into a full-shape tensor that is reduced afterwards. Leaves without `need` get nothing.
+template <class T, size_t L>
+struct GradOutputs {
+  enum class Mode { none, direct, summed };
+  using Acc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+  std::array<Mode, L> mode{};
+  std::vector<Tensor<T>> full;
+  int64_t length = 0, step = 1;
+
+  GradOutputs(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
+              const std::array<bool, L>& need)
+      : full(L), length(plan.length), step(plan.out_t_stride) {
+    Shape summed_shape = plan.out_shape;
+    summed_shape[plan.axis] = 1;
+    for (size_t l = 0; l < L; ++l) {
+      if (!need[l]) continue;
+      const bool summed = xs[l].shape() != plan.out_shape && plan.leaves[l].t_stride == 0;
+      mode[l] = summed ? Mode::summed : Mode::direct;
+      full[l] = Tensor<T>::empty(summed ? summed_shape : plan.out_shape);
+    }
+  }
+  // Bytes of the gradients written in the output layout (what a sweep may stream).
+  int64_t direct_bytes() const {
+    int64_t bytes = 0;
+    for (size_t l = 0; l < L; ++l)
+      if (mode[l] == Mode::direct) bytes += full[l].numel() * int64_t{sizeof(T)};
+    return bytes;
+  }
+  bool any_summed() const {
+    return std::find(mode.begin(), mode.end(), Mode::summed) != mode.end();
+  }
+  // The summed tensor's offset of an output offset at axis index 0.
+  int64_t summed_offset(int64_t out_offset) const {
+    return out_offset / (length * step) * step + out_offset % step;
+  }
+  // ∂x in each leaf's own shape (default tensors where not needed).
+  std::vector<Tensor<T>> finish(const std::vector<Tensor<T>>& xs) const {
+    std::vector<Tensor<T>> dx(L);
+    for (size_t l = 0; l < L; ++l)
+      if (mode[l] != Mode::none)
+        dx[l] = full[l].shape() == xs[l].shape() ? full[l] : reduce_to(full[l], xs[l].shape());
+    return dx;
+  }
+};
+
+inline constexpr int64_t kMinColumnsForSweep = 256;
+// Rows at least this wide take the column sweep even as one long column block ([T, 7]): its one
+// pass with R lanes walking T backwards (one thread for R <= 16) measured 1.4x (R = 3), 2.6x
+// (R = 7) and 3x (R = 16) faster than the segment sweep's two passes on two threads, on the
+// 2-core development machine ([2^22 / R, R] float32 linear recurrence). At R = 2 the two tie and
+// one lane alone is 3x slower, so narrower rows keep the segment sweep, whose passes scale with
+// threads (with many cores it would win for moderate R too; the choice is by shape alone, so
+// gradients do not depend on the thread count).
+inline constexpr int64_t kMinRunForColumns = 3;
+
+// Lanes per work item of the column sweep, at most: 512 (rows of 2 KiB float per stream walk
+// backwards at streaming speed; 64-lane rows ran at half of it), fewer for large L so that the
+// per-lane state (g, A_{s+1}, row buffers: about L² + 4L values per lane) stays in a 32 KiB
+// stack frame. The state lives on the stack so the compiler sees that the tensors' rows do not
+// alias it, and vectorises the lane loops.
+template <size_t L, class T>
+struct SweepLanes {
+  static constexpr int64_t max = std::clamp<int64_t>(int64_t(32768 / (sizeof(T) * (L * L + 4 * L))) / 16 * 16, 16, 512);
+};
+
+// Runs narrower than this are swept in items of 16 lanes (a constant lane count, see
+// kPaddedLanes); wider ones in items of up to SweepLanes::max lanes with a runtime count. On an
+// Intel Xeon server VM (2 threads, float32 linear recurrence, backward alone, medians of 9, old
+// -> new path), wide items won from 48 lanes on: [16384, 256] 15.5-17.3 -> 8.7 ms, with a
+// decay broadcast in reverse 13.4-14.0 -> 4.9-6.1, [32768, 128] 15.7 -> 6.6-6.8, [65536, 64]
+// 12-16 -> 7-9.6, [87381, 48] 14-16 -> 7-9.4, the cumulative product [16384, 256] 7.9-8.6 ->
+// 3.1-3.6; at 32 lanes the two tied (6.1 vs 6.3-6.7 ms). Rows of 16 lanes there walk the rows
+// of a wide layout a 64-byte piece at a time, a row stride apart. (On an AMD EPYC VM the
+// runtime count had run at 0.5-0.7 of the speed of items of 16 for 64..256 lanes.) [T, 1024]
+// runs best as two items of 512 (1.7 vs 3.1 ns per element in items of 32).
+inline constexpr int64_t kMinRunForWideItems = 48;
+inline constexpr int64_t kPaddedLanes = 16;  // narrower items run padded to 8 or 16 lanes
+
+// Lanes per work item: 16 for runs under kMinRunForWideItems, otherwise up to `max_lanes` of one
+// run, fewer when that would leave threads idle. Only the split depends on the thread count;
+// every lane's arithmetic does not.
+inline int64_t sweep_lanes(int64_t run, int64_t columns, int64_t max_lanes) {
+  if (run < kMinRunForWideItems) return std::min(run, kPaddedLanes);
+  int64_t chunks = (run + max_lanes - 1) / max_lanes;
+  const int64_t threads = ascan::num_threads();
+  if (columns * chunks < threads) chunks = std::min((run + 15) / 16, (threads + columns - 1) / columns);
+  const int64_t lanes = (run + chunks - 1) / chunks;
+  return std::min(run, (lanes + 15) / 16 * 16);
+}
+
+// Copies m < 32 elements with fixed-size moves (a runtime-length loop or memcpy call would cost
+// more than the copy).
+template <class T>
+ASCAN_ALWAYS_INLINE void copy_short(const T* src, T* dst, int64_t m) {
+  if (m & 16) { std::memcpy(dst, src, 16 * sizeof(T)); src += 16; dst += 16; }
+  if (m & 8) { std::memcpy(dst, src, 8 * sizeof(T)); src += 8; dst += 8; }
+  if (m & 4) { std::memcpy(dst, src, 4 * sizeof(T)); src += 4; dst += 4; }
+  if (m & 2) { std::memcpy(dst, src, 2 * sizeof(T)); src += 2; dst += 2; }
+  if (m & 1) *dst = *src;
+}
+
+}  // namespace ascan::ad::detail
