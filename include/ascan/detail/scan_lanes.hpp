@@ -1,0 +1,68 @@
+// scan_lanes.hpp — thread-level building blocks of the local scans: compile-time loops,
+// element conversion, per-lane buffers and GCC vector types.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+#include <utility>
+
+#include "ascan/config.hpp"
+#include "ascan/detail/scan_policy.hpp"
+#include "ascan/detail/tree.hpp"
+
+namespace ascan::detail {
+
+template <size_t N, class Fn>
+ASCAN_ALWAYS_INLINE void static_for(Fn&& fn) {
+  [&]<size_t... I>(std::index_sequence<I...>) ASCAN_INLINE_LAMBDA {
+    (fn(std::integral_constant<size_t, I>{}), ...);
+  }(std::make_index_sequence<N>{});
+}
+
+// Converts a combine result to the element structure E (static_cast at the leaves).
+template <class E, class R>
+ASCAN_ALWAYS_INLINE E to_elem(const R& r) {
+  if constexpr (is_std_tuple<E>::value) {
+    return [&]<size_t... K>(std::index_sequence<K...>) {
+      using std::get;
+      return E{to_elem<std::tuple_element_t<K, E>>(get<K>(r))...};
+    }(std::make_index_sequence<std::tuple_size_v<E>>{});
+  } else {
+    return static_cast<E>(r);
+  }
+}
+
+template <class Ptrs> struct LaneBuffers;
+// kMaxLanes elements per leaf, left uninitialised (a std::tuple of arrays would zero them on
+// every construction, which small scans pay for).
+template <class... Ts> struct LaneBuffers<std::tuple<Ts*...>> {
+  alignas(64) std::byte raw[(sizeof(Ts) + ...) * kMaxLanes];
+  std::tuple<Ts*...> ptrs() {
+    size_t off = 0;
+    return std::tuple<Ts*...>{take<Ts>(off)...};  // braced lists evaluate left to right
+  }
+  template <class U> U* take(size_t& off) {
+    U* p = reinterpret_cast<U*>(raw + off);
+    off += sizeof(U) * kMaxLanes;
+    return p;
+  }
+};
+
+// W lanes of every leaf in local arrays (structure of arrays), read and written as elements.
+template <class Ptrs, int W> struct LocalLanes;
+template <class... Ts, int W> struct LocalLanes<std::tuple<Ts*...>, W> {
+  std::tuple<std::array<Ts, W>...> v;
+  ASCAN_ALWAYS_INLINE std::tuple<Ts*...> ptrs() {
+    return std::apply([](auto&... a) { return std::tuple<Ts*...>{a.data()...}; }, v);
+  }
+};
+
+// W lanes of T as one GCC vector, and the same for unaligned, aliasing access.
+template <class T, int W> struct Lanes {
+  typedef T Vec __attribute__((vector_size(W * sizeof(T))));
+  typedef T Unaligned __attribute__((vector_size(W * sizeof(T)), aligned(alignof(T)), may_alias));
+};
+
+}  // namespace ascan::detail
