@@ -11,7 +11,7 @@
 //                into an output tensor, as a user writes the recurrence without the scan
 //   raw_loop     the same products on plain arrays (fixed-size loops): the cost of the arithmetic
 // Each runs as a training loop calls it (outputs reused, allocator warm). After the run the
-// medians of the repetitions and the ratios tree / tensor_loop (DESIGN §6: within 2x) and
+// medians of the repetitions and the ratios tree / tensor_loop (the original target: within 2x) and
 // batched / raw_loop are printed.
 #include <benchmark/benchmark.h>
 

@@ -1,6 +1,6 @@
 // scan.hpp — ascan::associative_scan on host tensors (Pointwise and Generic modes).
 //
-// Contract (DESIGN §1): y_0 = x_0, y_t = f(y_{t-1}, x_t); with reverse, y_{T-1} = x_{T-1},
+// Contract (docs/design.md §1): y_0 = x_0, y_t = f(y_{t-1}, x_t); with reverse, y_{T-1} = x_{T-1},
 // y_t = f(y_{t+1}, x_t). f must be associative and pure; it need not be commutative.
 //   Pointwise (a plain callable or ascan::pointwise(f)): f gets elements; leaves broadcast to one
 //     common shape (NumPy rules, the scan length too); every output has that shape. O(N) work,

@@ -1,4 +1,4 @@
-// scan.hpp — ascan::ad::associative_scan: the differentiable scan (DESIGN §4).
+// scan.hpp — ascan::ad::associative_scan: the differentiable scan (docs/design.md §4).
 //
 // Pointwise mode: the forward is the host scan on the values; the backward node solves the exact
 // adjoint recurrence in fused backward sweeps (scan_vjp.hpp), Jacobians from dual numbers.

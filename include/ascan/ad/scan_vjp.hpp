@@ -1,4 +1,4 @@
-// scan_vjp.hpp — the exact adjoint of a pointwise scan (DESIGN §4), on host tensors.
+// scan_vjp.hpp — the exact adjoint of a pointwise scan (docs/design.md §4), on host tensors.
 //
 // With per-step Jacobians A_t = ∂f/∂left, B_t = ∂f/∂right at (y_{t-1}, x_t) (L×L per element,
 // from one call of f on dual numbers with 2L tangents):

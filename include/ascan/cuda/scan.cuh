@@ -1,6 +1,6 @@
 // scan.cuh — ascan::cuda::associative_scan: the pointwise associative scan on device tensors.
 //
-// Contract (DESIGN §1, as the host): y_0 = x_0, y_t = f(y_{t-1}, x_t); with reverse,
+// Contract (docs/design.md §1, as the host): y_0 = x_0, y_t = f(y_{t-1}, x_t); with reverse,
 // y_{T-1} = x_{T-1}, y_t = f(y_{t+1}, x_t). f must be associative and pure; it need not be
 // commutative. f is called on elements exactly as on the host (a scalar for one leaf, a
 // std::tuple of scalars for a tuple of leaves) in device code, so it must be a struct with a

@@ -1,6 +1,6 @@
 // scan_vjp.cuh — ascan::cuda::associative_scan_vjp: the exact adjoint of a device pointwise scan.
 //
-// The math is the host's (include/ascan/ad/scan_vjp.hpp, DESIGN §4): per-step L×L Jacobians
+// The math is the host's (include/ascan/ad/scan_vjp.hpp, docs/design.md §4): per-step L×L Jacobians
 // A_t = ∂f/∂left, B_t = ∂f/∂right at (y_{t-1}, x_t), from one call of f on Dual<T, 2L> numbers
 // in device code; g_{T-1} = ḡ_{T-1}, g_t = ḡ_t + A_{t+1}ᵀ g_{t+1}; ∂x_t = B_tᵀ g_t, ∂x_0 = g_0.
 // The adjoint recurrence is a scan in the opposite direction over affine elements (M, c), with
