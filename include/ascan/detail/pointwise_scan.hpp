@@ -16,6 +16,10 @@
 // Rows narrower than 16 lanes are scanned in chunks of 8, 4, 2 and 1 lanes with accumulators in
 // registers, and one sequence of several float or double leaves scans its segments as vector
 // lanes through register transposes.
+// Size: this header is one class, PointwiseRunner, whose local scans, block I/O and per-item agent
+// still share its 33 fields; the redesign (docs/design.md §2) splits those layers next. The
+// constants, the chain's wait, the lane helpers and the epilogue contract already live in
+// scan_policy.hpp, scan_chain.hpp, scan_lanes.hpp and scan_epilogue.hpp.
 #pragma once
 
 #include <algorithm>
