@@ -258,4 +258,11 @@ Var<T> sqrt(const Var<T>& a) {
 ASCAN_AD_INSTANTIATE(float)
 ASCAN_AD_INSTANTIATE(double)
 
+namespace detail {
+template void sweep(TapeState<float>&, int32_t, const Tensor<float>&, const BackwardOptions&);
+template void sweep(TapeState<double>&, int32_t, const Tensor<double>&, const BackwardOptions&);
+template void close_tape(TapeState<float>&);
+template void close_tape(TapeState<double>&);
+}  // namespace detail
+
 }  // namespace ascan::ad

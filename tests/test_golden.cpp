@@ -4,7 +4,7 @@
 // an earlier build on the same kind of machine. It guards refactors that must not change a bit.
 //
 // Floating-point results depend on the instruction set the build targets (-march=native: vector
-// widths and fused multiply-adds) and on optimisation, so the recorded hashes are kept per build
+// widths and fused multiply-adds), on the CPU it tunes for and on optimisation, so the recorded hashes are kept per build
 // signature (tests/golden/<signature>.txt). For a signature without a file the test checks what
 // does not need one: every case gives the same hashes with 1 and 2 threads (in optimised builds;
 // sanitizer builds run the float half of the catalogue on 2 threads). Recording:
@@ -31,6 +31,31 @@ namespace ad = ascan::ad;
 using ascan::Shape;
 using ascan::Tensor;
 
+// The CPU model GCC tunes for (its __tune_<cpu>__ macro), "generic" when unnamed here.
+std::string native_cpu() {
+#if defined(__tune_znver4__)
+  return "znver4";
+#elif defined(__tune_znver3__)
+  return "znver3";
+#elif defined(__tune_znver2__)
+  return "znver2";
+#elif defined(__tune_znver1__)
+  return "znver1";
+#elif defined(__tune_sapphirerapids__)
+  return "sapphirerapids";
+#elif defined(__tune_icelake_server__)
+  return "icelake-server";
+#elif defined(__tune_cascadelake__)
+  return "cascadelake";
+#elif defined(__tune_skylake_avx512__)
+  return "skylake-avx512";
+#elif defined(__tune_haswell__)
+  return "haswell";
+#else
+  return "generic";
+#endif
+}
+
 std::string signature() {
   std::string s;
 #if defined(__AVX512F__)
@@ -43,6 +68,9 @@ std::string signature() {
   s = "other";
 #endif
 #if defined(__OPTIMIZE__)
+  // Optimised code also depends on the CPU -march=native resolves to: its tuning decides where
+  // multiplies and adds fuse (seen on 2x2 matrix products: same ISA, other CPU, other bits).
+  s += "-" + native_cpu();
   s += "-opt";
 #else
   s += "-noopt";

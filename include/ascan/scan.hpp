@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "ascan/detail/builtin_scan.hpp"
 #include "ascan/detail/generic_batched.hpp"
 #include "ascan/detail/generic_scan.hpp"
 #include "ascan/detail/pointwise_scan.hpp"
@@ -71,6 +72,20 @@ void check_output_aliasing(const Flat& xs, const Flat& ys, std::string_view wher
   check_output_aliasing(std::span<const LeafStorage>(ins), std::span<const LeafStorage>(outs), where);
 }
 
+// Runs the scan kernel: the library's compiled copy for a builtin combine on float or double
+// (builtin_scan.hpp), else the kernel instantiated here for f.
+template <class X, class Fn>
+void run_pointwise_scan(const Fn& f, const typename Tree<X>::Flat& xs, const typename Tree<X>::Flat& ys,
+                        const PointwisePlan& plan, bool reverse) {
+  if constexpr (has_compiled_builtin<Fn, X>) {
+    const auto xs_array = std::apply([](const auto&... t) { return std::array{t...}; }, xs);
+    const auto ys_array = std::apply([](const auto&... t) { return std::array{t...}; }, ys);
+    builtin_pointwise_scan(builtin_op<Fn>::op, xs_array.data(), ys_array.data(), plan, reverse);
+  } else {
+    pointwise_scan<X>(f, xs, ys, plan, reverse);
+  }
+}
+
 template <class X, class Fn>
 void scan_pointwise(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree<X>::Flat* ys_given,
                     typename Tree<X>::Flat& ys, int64_t dim, const ScanOptions& opts) {
@@ -83,11 +98,11 @@ void scan_pointwise(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree
     for (const Shape* s : out_shapes)
       if (*s != plan.out_shape) check_outputs(leaf_shapes(*ys_given), plan.out_shape, kScanName);
     check_output_aliasing(xs, *ys_given, kScanName);
-    pointwise_scan<X>(f, xs, *ys_given, plan, opts.reverse);  // (ys stays empty: the caller has them)
+    run_pointwise_scan<X>(f, xs, *ys_given, plan, opts.reverse);  // (ys stays empty: the caller has them)
     return;
   }
   ys = empty_like_leaves(xs, &plan.out_shape);
-  pointwise_scan<X>(f, xs, ys, plan, opts.reverse);
+  run_pointwise_scan<X>(f, xs, ys, plan, opts.reverse);
 }
 
 template <class X, bool Batched, class Fn>

@@ -18,6 +18,7 @@
 
 #include "ascan/ad/ops.hpp"
 #include "ascan/ad/scan_vjp.hpp"
+#include "ascan/ad/vjp/builtins.hpp"
 #include "ascan/ad/var.hpp"
 #include "ascan/detail/generic_scan.hpp"
 #include "ascan/options.hpp"
@@ -172,7 +173,10 @@ V scan_pointwise(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opt
     std::vector<Tensor<T>> dx;
     {
       const ascan::detail::FloatModeScope mode;  // subnormals as ascan::set_flush_denormals says
-      dx = pointwise_scan_vjp<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
+      if constexpr (ascan::detail::has_compiled_builtin<Fn, X>)  // the library's compiled copy
+        dx = builtin_scan_vjp(ascan::detail::builtin_op<Fn>::op, plan, xs, ys, gbar, need.data(), reverse);
+      else
+        dx = pointwise_scan_vjp<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
     }
     for (size_t l = 0; l < L; ++l)
       if (need[l]) s.accumulate(in_ids[l], dx[l]);

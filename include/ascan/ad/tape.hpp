@@ -321,6 +321,8 @@ void close_tape(TapeState<T>& s) {
   fns.clear();
   for (auto& imp : imports) imp.outer->release(imp.outer_id, imp.outer_serial);
 }
+extern template void close_tape(TapeState<float>&);  // compiled once, in autodiff/ops_elementwise.cpp
+extern template void close_tape(TapeState<double>&);
 
 template <class T>
 struct TapeStack {

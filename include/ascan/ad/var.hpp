@@ -222,6 +222,10 @@ void sweep(TapeState<T>& s, int32_t root, const Tensor<T>& seed, const BackwardO
     }
 }
 
+// Compiled once, in autodiff/ops_elementwise.cpp.
+extern template void sweep(TapeState<float>&, int32_t, const Tensor<float>&, const BackwardOptions&);
+extern template void sweep(TapeState<double>&, int32_t, const Tensor<double>&, const BackwardOptions&);
+
 }  // namespace detail
 
 // Reverse sweep from a single-element `loss` (seed 1): accumulates d loss / d leaf into the
