@@ -128,7 +128,7 @@ void row_eigen_linrec(const RowData& d, RowData& o, int64_t rows, int64_t w) {
 enum class RowImpl { loop, eigen, eigen_binary_expr };
 
 void bench_rowcombine(benchmark::State& st, bool linrec, RowImpl impl) {
-  // Rows of one kBlockBytes (96 KiB) block of the library: 48 for one leaf, 24 for two.
+  // Rows of one BlockPolicy::block_bytes (96 KiB) block of the library: 48 for one leaf, 24 for two.
   const int64_t rows = linrec ? 24 : 48;
   const RowData d(rows, linrec);
   RowData o(rows, linrec), want(rows, linrec);

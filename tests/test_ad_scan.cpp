@@ -252,12 +252,12 @@ TEST(AdScan, ColumnSweepNarrowRows) {
   }
 }
 
-// Gradients of kStreamMinBytes or more leave the column sweep through scratch rows copied with
+// Gradients of MemoryPolicy::stream_min_bytes or more leave the column sweep through scratch rows copied with
 // streaming stores: wide items ([T, 1024]: items of 512 lanes; [T, 256]: two of 128), items of
 // 16 lanes ([T, 32]), two items per row with a decay constant along the scan (its gradient
 // summed, not streamed), against the segment sweep, both directions.
 TEST(AdScan, ColumnSweepStreamsLargeGradients) {
-  const int64_t bytes = ascan::detail::kStreamMinBytes;  // float64, two leaves: 16 bytes per element
+  const int64_t bytes = ascan::detail::MemoryPolicy::stream_min_bytes;  // float64, two leaves: 16 bytes per element
   for (bool rev : {false, true}) {
     const int64_t T1 = bytes / (16 * 1024) + 3, T2 = bytes / (16 * 256) + 1, T3 = bytes / (8 * 1000) + 1;
     expect_paths_agree<2>(ascan::linear_recurrence, {uniform({T1, 1024}, 1, -1.0, 1.0), randn({T1, 1024}, 2)}, 0, rev, 3);
@@ -378,7 +378,7 @@ TEST(AdScan, LinearRecurrenceAdjointAsAScanLong) {
   };
   // The last length streams the scan's outputs (16 MiB or more), from a view one element into
   // the gradient's buffer in one direction.
-  const int64_t streamed = ascan::detail::kStreamMinBytes / 16 + 7;
+  const int64_t streamed = ascan::detail::MemoryPolicy::stream_min_bytes / 16 + 7;
   for (const Case& c : {Case{{30001}, {30001}, 0}, Case{{20011, 3}, {20011, 3}, 0}, Case{{3, 9001}, {3, 9001}, 1},
                         Case{{1}, {30001}, 0}, Case{{1, 3}, {20011, 3}, 0}, Case{{20011, 3}, {1, 3}, 0},
                         Case{{4001, 300}, {4001, 300}, 0}, Case{{streamed / 128 + 1, 128}, {streamed / 128 + 1, 128}, 0},
@@ -465,7 +465,7 @@ TEST(AdScan, CumulativeProductAdjointAsAScan) {
                        {x}, fast);
     }
   }
-  const int64_t streamed = ascan::detail::kStreamMinBytes / 8 + 7;  // 16 MiB of P, float64
+  const int64_t streamed = ascan::detail::MemoryPolicy::stream_min_bytes / 8 + 7;  // 16 MiB of P, float64
   for (const auto& [shape, dim] : {std::pair{ascan::Shape{30001}, int64_t{0}}, std::pair{ascan::Shape{20011, 2}, int64_t{0}},
                                    std::pair{ascan::Shape{20011, 7}, int64_t{0}}, std::pair{ascan::Shape{2001, 300}, int64_t{0}},
                                    std::pair{ascan::Shape{3, 1001, 64}, int64_t{1}},

@@ -156,7 +156,7 @@ TEST(ScanPointwise, MaxMinInt32Exact) { for_each_case(check_max_min<int32_t>); }
 // min): each block's segments are scanned as vector lanes with the accumulator in registers, and
 // the blocks chain across the pool's threads.
 TEST(ScanPointwise, OneSequenceOfVectorCombines) {
-  const int64_t T = ref::large(1 << 20) + 1;  // past kParallelMinElements also with sanitizers
+  const int64_t T = ref::large(1 << 20) + 1;  // past ThreadPolicy::parallel_min_elements also with sanitizers
   for (bool reverse : {false, true}) {
     check_max_min<float>({T}, 0, reverse, 1);
     check_max_min<double>({T}, 0, reverse, 2);
@@ -429,7 +429,7 @@ TEST(ScanPointwise, NarrowRowsAsWindows) {
   }
 }
 
-// Rows of lanes under kOnePassMaxElements (elements x leaves) run in one pass on one thread,
+// Rows of lanes under ThreadPolicy::one_pass_max_elements (elements x leaves) run in one pass on one thread,
 // each block continuing from its predecessor's last row: several blocks, both directions, a
 // leaf gathered into lanes, a non-commutative combine.
 TEST(ScanPointwise, SmallRowsOfLanesInOnePass) {
@@ -578,11 +578,11 @@ TEST(ScanPointwiseOut, SwappedOutputsInFloat) {
 
 // ---- outputs written around the caches -----------------------------------------------------
 
-// Outputs of kStreamMinBytes or more are scanned block by block into a worker's scratch buffer
+// Outputs of MemoryPolicy::stream_min_bytes or more are scanned block by block into a worker's scratch buffer
 // and copied out with streaming stores (each block's last row first, plainly, for the block
 // after it). Every layout that streams, just past the threshold, both directions, also in place
 // and with the outputs swapped between the leaves.
-constexpr int64_t kStream = ascan::detail::kStreamMinBytes;
+constexpr int64_t kStream = ascan::detail::MemoryPolicy::stream_min_bytes;
 
 TEST(ScanPointwiseStreamed, OneSequence) {
   for (bool reverse : {false, true}) {

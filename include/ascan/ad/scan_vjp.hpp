@@ -21,21 +21,76 @@
 
 namespace ascan::ad::detail {
 
+using ascan::detail::AdjointPath;
+
+template <class F, size_t L> inline constexpr bool is_linrec = L == 2 && std::is_same_v<F, ascan::LinearRecurrence>;
+template <class F, size_t L> inline constexpr bool is_product = L == 1 && std::is_same_v<F, ascan::Mul>;
+template <class F, size_t L, class T>
+inline constexpr bool is_float_logaddexp =
+    L == 1 && std::is_same_v<F, ascan::LogAddExp> && (std::is_same_v<T, float> || std::is_same_v<T, double>);
+
+// Whether adjoint path p computes this combine's gradient with these upstream gradients: the
+// closed forms need their combine (and the first-order ones an upstream gradient where their
+// algebra assumes one), the dual-number sweeps take any combine.
+template <class F, size_t L, class T>
+bool adjoint_path_applies(AdjointPath p, const std::vector<Tensor<T>>& gbar) {
+  bool linrec_b_only = false, has_g0 = false;
+  if constexpr (is_linrec<F, L>) linrec_b_only = !gbar[0].storage_id() && gbar[1].storage_id();
+  if constexpr (L == 1) has_g0 = gbar[0].storage_id();
+  switch (p) {
+    case AdjointPath::sum_by_scan: return L == 1 && std::is_same_v<F, ascan::Add>;
+    case AdjointPath::first_order_lines: return linrec_b_only || (is_product<F, L> && has_g0);
+    case AdjointPath::first_order_by_scan:
+      return linrec_b_only || ((is_product<F, L> || is_float_logaddexp<F, L, T>) && has_g0);
+    case AdjointPath::logaddexp_lines: return is_float_logaddexp<F, L, T> && has_g0;
+    case AdjointPath::column_sweep:
+    case AdjointPath::segment_sweep: return true;
+    default: return false;
+  }
+}
+
+// The automatic choice, by shape only (so gradients do not depend on the thread count). The
+// closed forms read fewer streams than the dual-number sweeps: a sum reads ḡ alone; the
+// first-order builtins take their line sweep in rows wide enough to fill cache lines and items,
+// their adjoint as a scan in narrower ones (AdjointPathPolicy). Other combines take the one-pass
+// column sweep where it has lanes enough (rows of 3 or more lanes, many columns of two lanes or
+// strided ones), and the segment sweep, whose two passes split a column over the threads, for
+// one long sequence, few long narrow columns and many contiguous one-lane columns ([B, T] along
+// T, whose columns become the segment sweep's lanes: the column sweep would run one real lane of
+// 8 per column).
+template <class F, size_t L, class T>
+AdjointPath choose_adjoint_path(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& gbar) {
+  using Policy = AdjointPathPolicy;
+  const int64_t run = plan.run;
+  const bool few_lanes = plan.num_columns * run < Policy::min_columns_for_sweep;
+  if constexpr (L == 1 && std::is_same_v<F, ascan::Add>) return AdjointPath::sum_by_scan;
+  if constexpr (is_linrec<F, L>) {
+    if (adjoint_path_applies<F, L>(AdjointPath::first_order_lines, gbar))
+      return run >= Policy::min_run_for_linrec_lines ? AdjointPath::first_order_lines : AdjointPath::first_order_by_scan;
+  }
+  if constexpr (is_product<F, L>) {
+    // By scan in few columns of narrow rows (the column sweep would run them as mostly padded
+    // lanes) and in rows of wide items below the line sweep's width.
+    if (gbar[0].storage_id()) {
+      if (run >= Policy::min_run_for_product_lines) return AdjointPath::first_order_lines;
+      const bool wide_by_scan = run >= ColumnSweepPolicy::min_run_for_wide_items;
+      if ((run < Policy::max_run_for_product_by_scan && few_lanes) || wide_by_scan) return AdjointPath::first_order_by_scan;
+    }
+  }
+  if constexpr (is_float_logaddexp<F, L, T>) {
+    if (gbar[0].storage_id())
+      return run >= Policy::min_run_for_logaddexp_lines ? AdjointPath::logaddexp_lines : AdjointPath::first_order_by_scan;
+  }
+  const bool lanes_across_columns = run == 1 && plan.out_t_stride == 1;
+  if (run >= Policy::min_run_for_columns || (!few_lanes && !lanes_across_columns)) return AdjointPath::column_sweep;
+  return AdjointPath::segment_sweep;
+}
+
 // Gradients of a pointwise scan with respect to its inputs, in each leaf's own shape.
 //   plan: the scan's plan (output shape, axis, broadcast layout of xs); xs: the leaves as given;
 //   ys: outputs; gbar: upstream gradients (a default-constructed tensor for zero); need: which
 //   gradients to return (the others are default tensors).
-// The linear recurrence with an upstream gradient on y^b alone takes first_order_vjp_lines in
-// rows of kMinRunForLinrecLines lanes or more, first_order_vjp_by_scan in narrower ones; the
-// cumulative product takes first_order_vjp_lines in rows of kMinRunForProductLines lanes or
-// more, first_order_vjp_by_scan in few columns of rows narrower than kMaxRunForProductByScan
-// lanes and in rows of kMinRunForWideItems to kMinRunForProductLines - 1 lanes; logaddexp
-// (float, double, with an upstream gradient) takes logaddexp_vjp_lines in rows of
-// kMinRunForLogAddExpLines lanes or more, first_order_vjp_by_scan in narrower ones. Otherwise rows
-// of 3 or more lanes and many columns of two lanes (or strided ones) take the one-pass column
-// sweep; one long sequence, few long narrow columns and many contiguous one-lane columns the
-// segment sweep. The choice depends on the shape only, so gradients do not depend on the thread
-// count.
+// The path is choose_adjoint_path's, or the one a test forces (detail/path_override.hpp).
 template <class Elem, size_t L, class T, class F>
 std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::PointwisePlan& plan,
                                           const std::vector<Tensor<T>>& xs, const std::vector<Tensor<T>>& ys,
@@ -48,67 +103,46 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
       if (need[l]) dx[l] = Tensor<T>::zeros(xs[l].shape());
     return dx;
   }
-  if constexpr (L == 1 && std::is_same_v<F, ascan::Add>) {
-    // A sum's Jacobians are identities: the adjoint is the scan of ḡ in the other direction,
-    // which reads ḡ alone (the general sweeps also read xs and ys to evaluate them).
-    if (!gbar[0].storage_id()) {
-      dx[0] = Tensor<T>::zeros(xs[0].shape());
-    } else {
-      const Tensor<T> g = ascan::associative_scan(ascan::add, gbar[0], plan.axis, {.reverse = !reverse});
-      dx[0] = xs[0].shape() == shape ? g : reduce_to(g, xs[0].shape());
-    }
-    return dx;
-  }
-  if constexpr (L == 2 && std::is_same_v<F, ascan::LinearRecurrence>) {
-    if (!gbar[0].storage_id() && gbar[1].storage_id())
-      return plan.run >= kMinRunForLinrecLines
-                 ? first_order_vjp_lines<T, 2>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse)
-                 : first_order_vjp_by_scan<T, 2>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse);
-  }
-  // Many columns of one lane, contiguous along the scan ([B, T] scanned along T), take the segment
-  // sweep with whole columns as its lanes (one pass, staged by register transposes): the column
-  // sweep would run one real lane of 8 per column (discounted return on [512, 8192]: 45 -> 15 ms
-  // backward in alternating runs; the linear recurrence about equal, 19.6 vs 18.9 ms).
-  const bool lanes_across_columns = plan.run == 1 && plan.out_t_stride == 1;
-  const bool few_lanes = plan.num_columns * plan.run < kMinColumnsForSweep;
-  if constexpr (L == 1 && std::is_same_v<F, ascan::Mul>) {
-    // Few columns of rows narrower than 8 lanes. Alternating runs, float32, backward alone,
-    // medians of 15 (segment sweep -> by scan, before the scan's epilogue): [2^22] 7.7-8.2 ->
-    // 5.9-6.5 ms, reverse 7.0-7.5 -> 5.5-5.7, [2^21, 2] 10.4-14.4 -> 6.3-7.7; against the
-    // segment sweep with whole columns as lanes the scan lost ([512, 8192] along the 8192:
-    // 4.7-5.4 against 8.2-9.3). Against the column sweep, with the epilogue, backward through the
-    // tape, three processes' medians of 21, [2^22 / R, R]: R = 3: 7.7-12.0 -> 5.4-5.6 ms, 5:
-    // 4.7-8.6 -> 3.9-4.8, 7: 3.9-4.3 -> 3.6-4.2; R = 8: 4.4-5.1 against 6.5-7.4, 16: 3.7-4.7
-    // against 5.3-6.5.
-    // Rows of kMinRunForWideItems to kMinRunForProductLines - 1 lanes as well (first measured
-    // for rows of up to 1023 lanes): the column sweep walks rows under 512 lanes as items
-    // narrower than its widest, rows of under 2 KiB per stream, at part of streaming speed.
-    // AMD EPYC VM, float32 [2^22 / R, R], backward through the tape, three processes' medians of
-    // 15 (sweep -> by scan): R = 64: 17.1-19.3 -> 7.7-9.2 ms, 128: 11.3-14.8 -> 7.7-10.0, 256:
-    // 8.8-12.0 -> 7.1-10.4 (in reverse 10.4-14.0 -> 7.5-8.8); R = 32: 6.4-9.7 against 8.3-9.4,
-    // 512: 7.3-12.6 against 15.2-22.7, [4096, 1024]: 8.8-9.1 against 20.6-25.3. Once the scan's
-    // blocks held at least kMinEpilogueBlockRows rows and its lanes went in groups of up to
-    // 1024 (backward alone, two alternating processes' medians of 11, sweep -> by scan): R = 64:
-    // 10.8/11.4 -> 7.9/8.3 ms, 256: 6.4/6.9 -> 5.2/5.5, 512: 5.9/5.5 -> 4.9/4.9; R = 1024:
-    // 4.4/4.3 against 5.4/5.1, 2048: 4.9/4.5 against 7.4/6.8. (On an AMD EPYC Zen 5 VM with
-    // AVX-512 and 2 MiB of L2, [4096, 1024] forward + backward ran faster by scan, 2.2-2.4
-    // against 3.1 ms in three alternating runs: the best limit depends on the machine.)
-    if (gbar[0].storage_id() && plan.run >= kMinRunForProductLines)
-      return first_order_vjp_lines<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
-    const bool wide_by_scan = plan.run >= kMinRunForWideItems && plan.run < kMinRunForProductLines;
-    if (gbar[0].storage_id() && ((plan.run < kMaxRunForProductByScan && few_lanes) || wide_by_scan))
-      return first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
-  }
-  if constexpr (L == 1 && std::is_same_v<F, ascan::LogAddExp> &&
-                (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+  if constexpr (is_float_logaddexp<F, L, T>) {
     if (!need[0]) return dx;
-    if (gbar[0].storage_id())
-      return plan.run >= kMinRunForLogAddExpLines ? logaddexp_vjp_lines<T>(plan, xs, ys, gbar[0], reverse)
-                                                  : first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar[0], {true}, reverse, true);
   }
-  if (plan.run >= kMinRunForColumns || (!few_lanes && !lanes_across_columns))
-    return pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
-  return pointwise_vjp_segments<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
+  AdjointPath path = choose_adjoint_path<F, L, T>(plan, gbar);
+  if (const AdjointPath forced = ascan::detail::forced_adjoint_path.load(std::memory_order_relaxed);
+      forced != AdjointPath::automatic) [[unlikely]] {
+    if (!adjoint_path_applies<F, L, T>(forced, gbar))
+      ascan::detail::raise("ascan::ad::backward(): the forced adjoint path {} does not apply to this combine "
+                           "and its upstream gradients", ascan::detail::name(forced));
+    path = forced;
+  }
+  switch (path) {
+    case AdjointPath::sum_by_scan:
+      if constexpr (L == 1 && std::is_same_v<F, ascan::Add>) {
+        // A sum's Jacobians are identities: the adjoint is the scan of ḡ in the other direction.
+        if (!gbar[0].storage_id()) {
+          dx[0] = Tensor<T>::zeros(xs[0].shape());
+        } else {
+          const Tensor<T> g = ascan::associative_scan(ascan::add, gbar[0], plan.axis, {.reverse = !reverse});
+          dx[0] = xs[0].shape() == shape ? g : reduce_to(g, xs[0].shape());
+        }
+      }
+      return dx;
+    case AdjointPath::first_order_lines:
+      if constexpr (is_linrec<F, L>) return first_order_vjp_lines<T, 2>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse);
+      if constexpr (is_product<F, L>) return first_order_vjp_lines<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
+      return dx;
+    case AdjointPath::first_order_by_scan:
+      if constexpr (is_linrec<F, L>)
+        return first_order_vjp_by_scan<T, 2>(plan, xs, ys, gbar[1], {need[0], need[1]}, reverse);
+      if constexpr (is_product<F, L>) return first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar[0], {need[0]}, reverse);
+      if constexpr (is_float_logaddexp<F, L, T>)
+        return first_order_vjp_by_scan<T, 1>(plan, xs, ys, gbar[0], {true}, reverse, true);
+      return dx;
+    case AdjointPath::logaddexp_lines:
+      if constexpr (is_float_logaddexp<F, L, T>) return logaddexp_vjp_lines<T>(plan, xs, ys, gbar[0], reverse);
+      return dx;
+    case AdjointPath::column_sweep: return pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
+    default: return pointwise_vjp_segments<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
+  }
 }
 
 }  // namespace ascan::ad::detail

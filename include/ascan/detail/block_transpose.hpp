@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ascan/detail/scan_policy.hpp"
+
 namespace ascan::detail {
 
-// V x V blocks of float or double (32-byte vectors) transposed in registers: V sequences' stretches
+// V x V blocks of float or double (vectors of VectorPolicy::bytes) transposed in registers: V sequences' stretches
 // of V steps become V steps across the sequences, and back. Used where independent stretches of
 // one stream are processed as vector lanes (the 1-D forward scan's segments, the gradient's
 // segment sweep), which element by element cost more than the arithmetic. Stretches run up
@@ -18,11 +20,12 @@ template <class T> struct BlockTranspose {
 template <class T>
   requires(std::is_same_v<T, float> || std::is_same_v<T, double>)
 struct BlockTranspose<T> {
-  static constexpr int64_t V = 32 / sizeof(T);
-  typedef T Vec __attribute__((vector_size(32)));
+  static constexpr int64_t V = VectorPolicy::bytes / sizeof(T);
+  static_assert(V == 4 || V == 8, "the transposes are written for 4 or 8 lanes");
+  typedef T Vec __attribute__((vector_size(VectorPolicy::bytes)));
   // Unaligned, aliasing access as one vector (a memcpy through the stack was split into halves
   // and reloaded whole: a failed store forward per vector).
-  typedef T Unaligned __attribute__((vector_size(32), aligned(alignof(T)), may_alias));
+  typedef T Unaligned __attribute__((vector_size(VectorPolicy::bytes), aligned(alignof(T)), may_alias));
   static Vec ld(const T* p) { return *reinterpret_cast<const Unaligned*>(p); }
   static void st(T* p, Vec v) { *reinterpret_cast<Unaligned*>(p) = v; }
 

@@ -70,32 +70,26 @@ void zip_leaves(S& a, const S& b, Fn&& fn) {
   zip_leaves(a, b, fn, l);
 }
 
-// Scans of up to kBatchedChunkBytes of slices (all leaves), and at least kBatchedChunkMinRows
-// rows, run the tree (Generic mode's association); longer ones fold runs side by side
-// (scan_interleaved). The tree's levels go through memory: a chain of such trees over chunks of
-// 128 KiB measured 1.3-1.5x faster than one tree over 65536 4x4 matrices.
-inline constexpr int64_t kBatchedChunkBytes = int64_t{128} << 10;
-inline constexpr int64_t kBatchedChunkMinRows = 1024;
-// scan_interleaved: runs per group such that one step's batch (all runs) holds about
-// kInterleavedBatchBytes of slices, with at least kInterleavedMinSteps rows per run; groups of
-// kInterleavedGroupBytes of slices; transposes in tiles of kTransposeTileBytes of one step's rows.
-// AMD EPYC VM, T = 65536, two threads, medians of 21 in alternating processes, the chained trees
-// -> runs side by side (gathered operands, 128 KiB batches): double 2x2 0.59-0.96 -> 0.32-0.42
-// ms, double 4x4 2.8-4.2 -> 1.3-2.3, float 2x2 0.30-0.47 -> 0.23-0.31, float 4x4 1.2-2.0 ->
-// 0.44-0.66. Transposing each group once (operands as views) instead of gathering every step's
-// operands and scattering its results: double 4x4 on one thread 2.3-4.1 -> 1.8-1.9 ms (two:
-// 1.3-1.9 -> 1.2-1.3), float 2x2 0.22-0.25 -> 0.18-0.20. Batches of 128 -> 32 KiB (fewer runs:
-// a shorter tree over their totals): medians of 200, three processes each, double 2x2 0.25-0.33
-// -> 0.24-0.26 ms, float 2x2 0.19-0.26 -> 0.17-0.18, 4x4 equal within noise. Those groups were
-// 4 MiB, each scanned by all threads in three parallel regions (pass 1, the tree on one thread,
-// pass 2), and groups of 1 MiB or less ran up to twice as slow (a region's wake-ups per group);
-// groups of 256 KiB, each on one thread and chained (medians of 200, three alternating
-// processes): double 2x2 0.31-0.33 -> 0.24-0.28 ms, the others equal within noise. Groups of
-// 128 KiB - 1 MiB and batches of 8 - 32 KiB measured the same within noise then.
-inline constexpr int64_t kInterleavedBatchBytes = int64_t{16} << 10;
-inline constexpr int64_t kInterleavedMinSteps = 16;
-inline constexpr int64_t kInterleavedGroupBytes = int64_t{256} << 10;
-inline constexpr int64_t kTransposeTileBytes = 1024;
+// Batched Generic mode's knobs (docs/design.md §3); the measurements that chose them are in
+// docs/performance/history.md under their names.
+struct BatchedPolicy {
+  // Scans of up to chunk_bytes of slices (all leaves), and at least chunk_min_rows rows, run the
+  // tree (Generic mode's association); longer ones fold runs side by side (scan_interleaved).
+  // The tree's levels go through memory, so a chain of trees over cache-sized chunks beats one
+  // tree over the whole scan.
+  static constexpr int64_t chunk_bytes = int64_t{128} << 10;
+  static constexpr int64_t chunk_min_rows = 1024;
+  // scan_interleaved: runs per group such that one step's batch (all runs) holds about
+  // interleaved_batch_bytes of slices (fewer runs: a shorter tree over their totals), with at
+  // least interleaved_min_steps rows per run.
+  static constexpr int64_t interleaved_batch_bytes = int64_t{16} << 10;
+  static constexpr int64_t interleaved_min_steps = 16;
+  // Groups of this many bytes of slices, each on one thread and chained: larger groups scanned
+  // by all threads paid a parallel region's wake-ups per group.
+  static constexpr int64_t interleaved_group_bytes = int64_t{256} << 10;
+  // Transposes in tiles of this many bytes of one step's rows.
+  static constexpr int64_t transpose_tile_bytes = 1024;
+};
 
 template <class X>
 struct BatchedGenericScan {
@@ -302,7 +296,7 @@ struct BatchedGenericScan {
   // not on the thread count.
   template <class F>
   void scan_interleaved(const F& f, const std::vector<RowSet>& x, int64_t n, const std::vector<RowSet>& y) const {
-    const int64_t group = std::max(kInterleavedGroupBytes / row_bytes(), 2 * kInterleavedMinSteps);
+    const int64_t group = std::max(BatchedPolicy::interleaved_group_bytes / row_bytes(), 2 * BatchedPolicy::interleaved_min_steps);
     const int64_t groups = (n + group - 1) / group;
     std::vector<std::atomic<uint8_t>> done(static_cast<size_t>(groups));
     std::vector<X> carry_out(static_cast<size_t>(groups));  // the scan's row at the group's end
@@ -317,8 +311,8 @@ struct BatchedGenericScan {
         if (g >= groups) return;
         try {
           const int64_t g0 = g * group, len = std::min(group, n - g0);
-          const int64_t runs = std::clamp<int64_t>(kInterleavedBatchBytes / row_bytes(), 1,
-                                                     std::max<int64_t>(1, len / kInterleavedMinSteps));
+          const int64_t runs = std::clamp<int64_t>(BatchedPolicy::interleaved_batch_bytes / row_bytes(), 1,
+                                                     std::max<int64_t>(1, len / BatchedPolicy::interleaved_min_steps));
           // Called between the passes with the group's total: publishes the group's carry out
           // and sets the carry into it (null for the first); false when another group failed.
           const auto chain = [&](const X& total, const X*& carry) {
@@ -358,7 +352,7 @@ struct BatchedGenericScan {
     // The transposes between run-major rows (row c K + k of the group is row k of run c) and
     // step-major ones, in tiles of runs: copy(t0, k, rows) moves step k of runs [t0, t0 + rows),
     // contiguous rows on the step-major side.
-    const int64_t tile = std::max<int64_t>(4, kTransposeTileBytes / row_bytes());
+    const int64_t tile = std::max<int64_t>(4, BatchedPolicy::transpose_tile_bytes / row_bytes());
     const auto transpose = [&](const auto& copy) {
       for (int64_t t0 = 0; t0 < C; t0 += tile) {
         const int64_t t1 = std::min(C, t0 + tile);
@@ -477,7 +471,7 @@ void generic_batched_scan(const F& f, const X& blank, const Leaves& xs, const Le
     }
   });
   scanner.grain = std::max<int64_t>(16, 16384 / std::max<int64_t>(slice_elems, 1));
-  const int64_t chunk = std::max<int64_t>(kBatchedChunkMinRows, kBatchedChunkBytes / scanner.row_bytes());
+  const int64_t chunk = std::max<int64_t>(BatchedPolicy::chunk_min_rows, BatchedPolicy::chunk_bytes / scanner.row_bytes());
   if (T_len > chunk) scanner.scan_interleaved(f, in_rows, T_len, out_rows);
   else scanner.scan(f, in_rows, T_len, out_rows, true);
   zip_leaves(out_blocks, ys, [&](size_t l, const auto&, const auto& y) {

@@ -1,7 +1,7 @@
 // pointwise_scan.hpp — the host pointwise scan kernel: chained blocks, lanes and segments.
 //
 // Work is split by shape only, never by thread count, so results are bitwise identical for any
-// number of threads. The output is cut into column groups (a column and up to kMaxLanes
+// number of threads. The output is cut into column groups (a column and up to BlockPolicy::max_lanes
 // adjacent lanes) and, along the scan axis, into blocks of rows sized to stay in L2. Threads take
 // (group, block) items in order from one counter. An item scans its block locally (one read of
 // x, one write of y), waits for its predecessor block to publish, then applies the predecessor's
@@ -38,6 +38,7 @@
 
 #include "ascan/config.hpp"
 #include "ascan/detail/block_transpose.hpp"
+#include "ascan/detail/path_override.hpp"
 #include "ascan/detail/scan_plan.hpp"
 #include "ascan/combine.hpp"
 #include "ascan/detail/stream_store.hpp"
@@ -60,6 +61,7 @@ class PointwiseRunner {
   using Steps = std::array<int64_t, L>;
   using Leaf0 = std::remove_pointer_t<std::tuple_element_t<0, Ptrs>>;
   using BT = BlockTranspose<Leaf0>;
+  using Local = LocalScanPolicy;
   static constexpr bool kSameLeaves = []<size_t... I>(std::index_sequence<I...>) {
     return (std::is_same_v<std::tuple_element_t<I, Ptrs>, Leaf0*> && ...);
   }(std::make_index_sequence<L>{});
@@ -96,17 +98,17 @@ class PointwiseRunner {
       num_items_ = 0;
       return;
     }
-    group_lanes_ = std::min(plan.run, kMaxLanes);
+    group_lanes_ = std::min(plan.run, BlockPolicy::max_lanes);
     groups_per_column_ = (plan.run + group_lanes_ - 1) / group_lanes_;
     // Narrow runs whose neighbouring columns are adjacent in the output (e.g. [B, T, dk, dv]
     // with a leaf broadcast over dv) are bundled: a group spans `bundle_` columns of the innermost
     // column dim, so a row of the group is one contiguous stretch of the output instead of `run`
     // elements a whole row stride apart (a page apart, past the hardware prefetcher, when the
     // row is wide). Leaves that are not contiguous over a bundle are gathered into lanes per row.
-    if (plan.run < kMaxLanes && !plan.trivial_columns && !plan.column_extents.empty() &&
+    if (plan.run < BlockPolicy::max_lanes && !plan.trivial_columns && !plan.column_extents.empty() &&
         plan.out_column_strides.back() == plan.run && plan.column_extents.back() > 1) {
       line_extent_ = plan.column_extents.back();
-      bundle_ = std::min(line_extent_, kMaxLanes / plan.run);
+      bundle_ = std::min(line_extent_, BlockPolicy::max_lanes / plan.run);
       bundles_per_line_ = (line_extent_ + bundle_ - 1) / bundle_;
       group_lanes_ = bundle_ * plan.run;
     }
@@ -150,18 +152,18 @@ class PointwiseRunner {
         });
       });
     }
-    // Only layouts of rows of lanes (other layouts keep their threads from kParallelMinElements).
+    // Only layouts of rows of lanes (other layouts keep their threads from ThreadPolicy::parallel_min_elements).
     // (Not with an epilogue: the one pass reads the predecessor's last row from the output.)
-    one_pass_ = !Epi::active && plan.numel() * static_cast<int64_t>(L) < kOnePassMaxElements && lanes_path(group_lanes_);
-    const int64_t block_bytes = Epi::active && group_lanes_ < kNarrowLanes ? kEpilogueBlockBytes : kBlockBytes;
-    const int64_t min_rows = Epi::active ? kMinEpilogueBlockRows : 1;
+    one_pass_ = !Epi::active && plan.numel() * static_cast<int64_t>(L) < ThreadPolicy::one_pass_max_elements && lanes_path(group_lanes_);
+    const int64_t block_bytes = Epi::active && group_lanes_ < LocalScanPolicy::narrow_lanes ? BlockPolicy::epilogue_block_bytes : BlockPolicy::block_bytes;
+    const int64_t min_rows = Epi::active ? BlockPolicy::min_epilogue_block_rows : 1;
     rows_ = std::clamp<int64_t>(std::max(block_bytes / (group_lanes_ * bytes_per_lane_row), min_rows), 1, std::max<int64_t>(T_, 1));
     num_blocks_ = (T_ + rows_ - 1) / rows_;
     // Streaming stores need each block's output rows back to back (one contiguous stretch per
     // leaf): a group spans whole output rows. The scratch holds one block of outputs.
     // Rows wider than a group (rows of 2048 lanes in groups of 1024) stream too when every group's
     // part of a row is whole, aligned lines: the scratch then keeps the output's row stride (its
-    // rows' other lanes unused), at most kMaxPartialScratchBytes per leaf. Stored plainly, their
+    // rows' other lanes unused), at most BlockPolicy::max_partial_scratch_bytes per leaf. Stored plainly, their
     // lines were read before being written, a third stream: with groups of 256 lanes, float32 add
     // [4096, 1024] ran at 0.4 of [16384, 256] on the AMD VM.
     const bool packed_rows = std::abs(y_step_) == group_lanes_;
@@ -169,12 +171,12 @@ class PointwiseRunner {
     static_for<L>([&](auto I) {
       const int64_t elem = sizeof(*std::get<I>(Ptrs{}));
       partial_rows = partial_rows && group_lanes_ * elem % 64 == 0 && y_step_ * elem % 64 == 0 &&
-                     rows_ * std::abs(y_step_) * elem <= kMaxPartialScratchBytes;
+                     rows_ * std::abs(y_step_) * elem <= BlockPolicy::max_partial_scratch_bytes;
     });
     // An epilogue's scan with leaves it does not keep (a product's h) scans into the scratch
     // too, at any size, and copies the kept rows out plainly when they are not streamed: the
     // leaves it drops are then never written to memory.
-    const bool streamed = ASCAN_HAS_STREAM_STORES && plan.numel() * (bytes_per_lane_row / 2) >= kStreamMinBytes;
+    const bool streamed = ASCAN_HAS_STREAM_STORES && plan.numel() * (bytes_per_lane_row / 2) >= MemoryPolicy::stream_min_bytes;
     bool dropped = false;
     if constexpr (Epi::active) static_for<L>([&](auto I) { dropped = dropped || !epi_.keeps(I); });
     if (!one_pass_ && (packed_rows || partial_rows) && (streamed || dropped)) {
@@ -229,7 +231,7 @@ class PointwiseRunner {
     std::vector<std::atomic<uint8_t>> done(num_blocks_ > 1 ? num_items_ : 0);
     done_ = done.data();
     const int64_t total = plan_.numel() * static_cast<int64_t>(L);
-    const int workers = total < kParallelMinElements || one_pass_
+    const int workers = total < ThreadPolicy::parallel_min_elements || one_pass_
                             ? 1
                             : static_cast<int>(std::min<int64_t>(num_threads(), num_items_));
     // 64-byte aligned and uninitialised (new[] of a struct with alignment, not zeroed).
@@ -285,10 +287,10 @@ class PointwiseRunner {
   };
 
   // Reads the inputs of the worker's next block into the caches while the current block's output
-  // is streamed out, a few lines per piece of output (kPrefetchPaceBytes). Without it a core
+  // is streamed out, a few lines per piece of output (MemoryPolicy::prefetch_pace_bytes). Without it a core
   // scanned a block (reading memory, writing only its cache) and then streamed it out (writing
   // memory, reading nothing), its reads and writes one after the other. Only leaves whose rows
-  // are packed, and only rows of one leaf or groups of kNarrowLanes or more lanes: a linear
+  // are packed, and only rows of one leaf or groups of LocalScanPolicy::narrow_lanes or more lanes: a linear
   // recurrence in narrow chunks ran slower with it. AMD EPYC (Zen 5) VM, float32, two threads,
   // medians of 5 of bench_scan_host in alternating runs, both directions, without -> with: add
   // [2^25] 7.9-9.5 -> 6.8-7.7 ms, [2^25 / 7, 7] 10.9-11.5 -> 8.1-8.6, [2^17, 256] 8.7-9.8 ->
@@ -316,7 +318,7 @@ class PointwiseRunner {
   int64_t phys(int64_t s) const { return reverse_ ? T_ - 1 - s : s; }
 
   // Groups of w lanes scanned by scan_lanes (not one sequence, not the chunked narrow path).
-  bool lanes_path(int64_t w) const { return w > 1 && !(w < kNarrowLanes && bundle_ == 1); }
+  bool lanes_path(int64_t w) const { return w > 1 && !(w < LocalScanPolicy::narrow_lanes && bundle_ == 1); }
 
   Ptrs x_row(const Group& g, int64_t s) const {
     Ptrs p = g.x0;
@@ -374,8 +376,8 @@ class PointwiseRunner {
         } else if (pf == nullptr || pf->lines == 0) {
           stream_copy(d, p, bytes);
         } else {
-          for (size_t o = 0; o < bytes; o += kPrefetchPaceBytes) {
-            const size_t n = std::min(bytes - o, kPrefetchPaceBytes);
+          for (size_t o = 0; o < bytes; o += MemoryPolicy::prefetch_pace_bytes) {
+            const size_t n = std::min(bytes - o, MemoryPolicy::prefetch_pace_bytes);
             stream_copy(reinterpret_cast<std::byte*>(d) + o, reinterpret_cast<const std::byte*>(p) + o, n);
             pf->advance(static_cast<int64_t>(n));
           }
@@ -450,7 +452,7 @@ class PointwiseRunner {
     InputPrefetch pf;
     if (next >= num_items_) return pf;
     const ItemRows n = item_rows(next);
-    if (L > 1 && !(lanes_path(n.g.w) && n.g.w >= kNarrowLanes)) return pf;
+    if (L > 1 && !(lanes_path(n.g.w) && n.g.w >= LocalScanPolicy::narrow_lanes)) return pf;
     static_for<L>([&](auto I) {
       if (x_step_[I] != n.g.w && x_step_[I] != -n.g.w) return;
       const auto a = reinterpret_cast<uintptr_t>(std::get<I>(x_row(n.g, n.s0)));
@@ -477,6 +479,33 @@ class PointwiseRunner {
       return item;
     }
   };
+
+  // Whether local scan k can run a block of `rows` rows of groups w lanes wide: its segments
+  // need enough rows, its layout the right width (and the vector ones the blocked layout).
+  bool local_scan_applies(LocalScan k, int64_t w, int64_t rows) const {
+    const int64_t min_rows = Local::min_segment_rows;
+    const bool narrow = w > 1 && w < Local::narrow_lanes && bundle_ == 1;
+    switch (k) {
+      case LocalScan::sequence_vectors_wide:
+        return wide_combine<F> && w == 1 && blocked_sequences_ && rows >= 8 * Local::wide_segment_groups * min_rows;
+      case LocalScan::sequence_vectors: return w == 1 && blocked_sequences_ && rows >= 8 * min_rows;
+      case LocalScan::sequence_chains: return w == 1 && rows >= 8 * min_rows;
+      case LocalScan::narrow_wide: return wide_combine<F> && narrow && rows >= Local::wide_narrow_segments * min_rows;
+      case LocalScan::narrow_chains: return narrow && rows >= 2 * min_rows;
+      case LocalScan::lanes_chains: return w > 1 && w < 32 && rows >= 4 * min_rows;
+      case LocalScan::sequence: return w == 1;
+      case LocalScan::narrow: return narrow;
+      case LocalScan::lanes: return w > 1;
+      default: return false;
+    }
+  }
+  // The automatic choice: the first local scan, in LocalScan's order, that applies. The segmented
+  // ones come first: their chains overlap f's latency, which a single chain leaves exposed.
+  LocalScan first_local_scan(int64_t w, int64_t rows) const {
+    for (int k = static_cast<int>(LocalScan::sequence_vectors_wide); k <= static_cast<int>(LocalScan::narrow); ++k)
+      if (local_scan_applies(static_cast<LocalScan>(k), w, rows)) return static_cast<LocalScan>(k);
+    return LocalScan::lanes;
+  }
 
   // Processes one item; returns false when it gave up because another item failed. `scratch`
   // (null unless outputs are streamed) holds one block of outputs; `next` is the worker's next
@@ -516,38 +545,45 @@ class PointwiseRunner {
     }
     int num_segments = 1;
     int64_t seg = s1 - s0;
-    if (g.w == 1 && s1 - s0 >= 8 * kWideSegmentGroups * kMinSegmentRows && blocked_sequences_ && wide_combine<F>) {
-      num_segments = static_cast<int>(kWideSegmentGroups * BT::V);
-      seg = segment_rows(s1 - s0, num_segments, g.w);
-      scan_sequences_blocked<kWideSegmentGroups>(in, s0, s1, seg);
-    } else if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows && blocked_sequences_) {
-      num_segments = static_cast<int>(BT::V);
-      seg = segment_rows(s1 - s0, num_segments, g.w);
-      scan_sequences_blocked<1>(in, s0, s1, seg);
-    } else if (g.w == 1 && s1 - s0 >= 8 * kMinSegmentRows) {
-      num_segments = 8;
-      seg = segment_rows(s1 - s0, 8, g.w);
-      scan_sequences<8>(in, s0, s1, seg);
-    } else if (wide_combine<F> && g.w < kNarrowLanes && g.w > 1 && bundle_ == 1 &&
-               s1 - s0 >= kWideNarrowSegments * kMinSegmentRows) {
-      num_segments = kWideNarrowSegments;
-      seg = segment_rows(s1 - s0, kWideNarrowSegments, g.w);
-      scan_narrow_wide<kWideNarrowSegments>(in, s0, s1, seg);
-    } else if (g.w < kNarrowLanes && g.w > 1 && bundle_ == 1 && s1 - s0 >= 2 * kMinSegmentRows) {
-      // Two chains overlap f's latency; more spill the chunks' accumulators out of registers.
-      num_segments = 2;
-      seg = segment_rows(s1 - s0, 2, g.w);
-      scan_narrow<2>(in, s0, s1, seg);
-    } else if (g.w < 32 && g.w > 1 && s1 - s0 >= 4 * kMinSegmentRows) {
-      num_segments = 4;
-      seg = segment_rows(s1 - s0, 4, g.w);
-      scan_lanes<4>(in, s0, s1, seg);
-    } else if (g.w == 1) {
-      scan_sequences<1>(in, s0, s1, seg);
-    } else if (g.w < kNarrowLanes && bundle_ == 1) {
-      scan_narrow<1>(in, s0, s1, seg);
-    } else {
-      scan_lanes<1>(in, s0, s1, seg);
+    LocalScan local = first_local_scan(g.w, s1 - s0);
+    if (const LocalScan forced = forced_local_scan.load(std::memory_order_relaxed);
+        forced != LocalScan::automatic && local_scan_applies(forced, g.w, s1 - s0)) [[unlikely]] {
+      local = forced;
+      forced_local_scan_blocks.fetch_add(1, std::memory_order_relaxed);
+    }
+    const auto segments = [&](int k) {
+      num_segments = k;
+      seg = segment_rows(s1 - s0, k, g.w);
+    };
+    switch (local) {
+      case LocalScan::sequence_vectors_wide:
+        segments(static_cast<int>(Local::wide_segment_groups * BT::V));
+        scan_sequences_blocked<Local::wide_segment_groups>(in, s0, s1, seg);
+        break;
+      case LocalScan::sequence_vectors:
+        segments(static_cast<int>(BT::V));
+        scan_sequences_blocked<1>(in, s0, s1, seg);
+        break;
+      case LocalScan::sequence_chains:
+        segments(8);
+        scan_sequences<8>(in, s0, s1, seg);
+        break;
+      case LocalScan::narrow_wide:
+        segments(Local::wide_narrow_segments);
+        scan_narrow_wide<Local::wide_narrow_segments>(in, s0, s1, seg);
+        break;
+      case LocalScan::narrow_chains:
+        // Two chains overlap f's latency; more spill the chunks' accumulators out of registers.
+        segments(2);
+        scan_narrow<2>(in, s0, s1, seg);
+        break;
+      case LocalScan::lanes_chains:
+        segments(4);
+        scan_lanes<4>(in, s0, s1, seg);
+        break;
+      case LocalScan::sequence: scan_sequences<1>(in, s0, s1, seg); break;
+      case LocalScan::narrow: scan_narrow<1>(in, s0, s1, seg); break;
+      default: scan_lanes<1>(in, s0, s1, seg); break;
     }
     // Segment k needs the inclusive prefix of everything before it (carry k): the predecessor
     // block's last row for k = 0 (none in the first block), then carry_{k+1} = f(carry_k, the
@@ -561,7 +597,7 @@ class PointwiseRunner {
       if (!wait_published(done_[item - 1], failed_)) return false;
       carry0 = Epi::active ? carry_row(item - 1) : y_row(g, s0 - 1);
     }
-    LaneBuffers<Ptrs> carry_buf;  // carries 1 .. K-1, w lanes each ((K - 1) * w <= kMaxLanes)
+    LaneBuffers<Ptrs> carry_buf;  // carries 1 .. K-1, w lanes each ((K - 1) * w <= BlockPolicy::max_lanes)
     const auto carry = [&](int k) {
       if (k == 0) return carry0;
       Ptrs p = carry_buf.ptrs();
@@ -648,7 +684,7 @@ class PointwiseRunner {
       return worst;
     };
     int64_t best = nominal, best_score = -1;
-    for (int64_t cand = nominal; cand >= std::max(kMinSegmentRows, nominal - nominal / 16); --cand) {
+    for (int64_t cand = nominal; cand >= std::max(LocalScanPolicy::min_segment_rows, nominal - nominal / 16); --cand) {
       const int64_t s = score(cand);
       if (s > best_score) {
         best = cand;
@@ -695,7 +731,7 @@ class PointwiseRunner {
   // M = 1) runs on the registers with its accumulator in one (about 12 % faster in cache than
   // through memory, where the accumulator's stores and reloads are on the chain); other combines
   // run across the segments as a loop over local arrays that the compiler vectorises, M
-  // independent vectors of segments for a wide combine (kWideSegmentGroups), whose latency one
+  // independent vectors of segments for a wide combine (LocalScanPolicy::wide_segment_groups), whose latency one
   // vector chain does not hide. With one chain per segment in scalar code, the pointers of 8
   // segments x 4 streams did not fit in registers.
   template <int M>
@@ -736,8 +772,8 @@ class PointwiseRunner {
             // S * L streams, all running down in a reverse scan: fetch ahead explicitly (0-25 %
             // faster in A/B runs on the noisy 2-core VM, most in reverse).
             for (int64_t k = 0; k < S; ++k) {
-              __builtin_prefetch(std::get<I>(xb[k]) + (s + kPrefetchSteps) * d);
-              __builtin_prefetch(std::get<I>(yb[k]) + (s + kPrefetchSteps) * d, 1);
+              __builtin_prefetch(std::get<I>(xb[k]) + (s + MemoryPolicy::prefetch_steps) * d);
+              __builtin_prefetch(std::get<I>(yb[k]) + (s + MemoryPolicy::prefetch_steps) * d, 1);
             }
             for (int64_t m = 0; m < M; ++m) {
               for (int64_t k = 0; k < V; ++k) r[I][m][k] = BT::ld(at(std::get<I>(xb[m * V + k]) + s * d));
@@ -787,16 +823,16 @@ class PointwiseRunner {
     }
   }
 
-  // Local scans of K segments of w < kNarrowLanes lanes of one column for a wide combine: the K
+  // Local scans of K segments of w < LocalScanPolicy::narrow_lanes lanes of one column for a wide combine: the K
   // segments' w lanes are gathered into one row of K w elements per step and f runs over it as
   // one loop the compiler vectorises (K w independent chains; chunks of 8, 4, 2 and 1 lanes in
   // two chains left f's latency exposed).
   template <int K>
   void scan_narrow_wide(const Group& g, int64_t s0, int64_t s1, int64_t seg) {
     const int64_t w = g.w, n = K * w;
-    LocalLanes<Ptrs, K * kNarrowLanes> acc, in;
+    LocalLanes<Ptrs, K * LocalScanPolicy::narrow_lanes> acc, in;
     std::array<Ptrs, K> x, y;
-    const auto load = [&](LocalLanes<Ptrs, K * kNarrowLanes>& dst, int k) ASCAN_INLINE_LAMBDA {
+    const auto load = [&](LocalLanes<Ptrs, K * LocalScanPolicy::narrow_lanes>& dst, int k) ASCAN_INLINE_LAMBDA {
       static_for<L>([&](auto I) {
         auto* d = std::get<I>(dst.v).data() + k * w;
         const auto* src = std::get<I>(x[k]);
@@ -843,7 +879,7 @@ class PointwiseRunner {
     }
   }
 
-  // Local scans of K segments of w < kNarrowLanes lanes of one column (a leaf is contiguous over
+  // Local scans of K segments of w < LocalScanPolicy::narrow_lanes lanes of one column (a leaf is contiguous over
   // them or constant, as a decay broadcast over the lanes). A
   // row loop of a runtime w that short stays scalar and keeps the accumulator in memory (a
   // store-to-load round trip per step), so the lanes are cut into chunks of compile-time width
@@ -1085,12 +1121,12 @@ class PointwiseRunner {
       }
       return;
     }
-    if ((y_step_ == g.w || y_step_ == -g.w) && g.w <= kMaxRepeatedCarryLanes) {
+    if ((y_step_ == g.w || y_step_ == -g.w) && g.w <= LocalScanPolicy::max_repeated_carry_lanes) {
       // Narrow rows packed back to back: one flat, vectorisable loop over the rows' span, with
       // the carry repeated to a stretch of whole rows (a loop of w per row would be scalar). The
       // repeats are copied in doubling pieces: an element loop with a wrapping index ran scalar
       // (a carry of 256 lanes repeated to 1024 took a tenth of a one-thread [2^17, 256] add).
-      const int64_t n = (e - a) * g.w, stretch = std::min(kMaxLanes / g.w * g.w, n);
+      const int64_t n = (e - a) * g.w, stretch = std::min(BlockPolicy::max_lanes / g.w * g.w, n);
       LaneBuffers<Ptrs> rep_buf;
       const Ptrs rep = rep_buf.ptrs();
       static_for<L>([&](auto I) {
@@ -1132,7 +1168,7 @@ class PointwiseRunner {
   bool any_gather_ = false;
   bool blocked_sequences_ = false;
   bool windows_ = false;  // narrow rows scanned as windows (scan_windows)
-  bool one_pass_ = false;  // see kOnePassMaxElements
+  bool one_pass_ = false;  // see ThreadPolicy::one_pass_max_elements
   int64_t scratch_bytes_ = 0;  // a worker's scratch (one block of outputs); 0: stored in place
   bool streamed_ = false;      // the scratch's rows go out with streaming stores
   int64_t pro_leaf_bytes_ = 0, pro_slack_ = 0;  // a prologue's blocks of rows, their slack

@@ -23,7 +23,7 @@ inline void cpu_relax() {
 inline bool wait_published(const std::atomic<uint8_t>& flag, const std::atomic<bool>& failed) {
   for (int spins = 0; !flag.load(std::memory_order_acquire); ++spins) {
     if (failed.load(std::memory_order_relaxed)) return false;
-    if (spins > kSpinsBeforeYield) std::this_thread::yield(); else cpu_relax();
+    if (spins > ThreadPolicy::spins_before_yield) std::this_thread::yield(); else cpu_relax();
   }
   return true;
 }

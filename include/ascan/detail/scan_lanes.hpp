@@ -35,17 +35,17 @@ ASCAN_ALWAYS_INLINE E to_elem(const R& r) {
 }
 
 template <class Ptrs> struct LaneBuffers;
-// kMaxLanes elements per leaf, left uninitialised (a std::tuple of arrays would zero them on
+// BlockPolicy::max_lanes elements per leaf, left uninitialised (a std::tuple of arrays would zero them on
 // every construction, which small scans pay for).
 template <class... Ts> struct LaneBuffers<std::tuple<Ts*...>> {
-  alignas(64) std::byte raw[(sizeof(Ts) + ...) * kMaxLanes];
+  alignas(64) std::byte raw[(sizeof(Ts) + ...) * BlockPolicy::max_lanes];
   std::tuple<Ts*...> ptrs() {
     size_t off = 0;
     return std::tuple<Ts*...>{take<Ts>(off)...};  // braced lists evaluate left to right
   }
   template <class U> U* take(size_t& off) {
     U* p = reinterpret_cast<U*>(raw + off);
-    off += sizeof(U) * kMaxLanes;
+    off += sizeof(U) * BlockPolicy::max_lanes;
     return p;
   }
 };

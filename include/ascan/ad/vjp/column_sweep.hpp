@@ -15,7 +15,7 @@ namespace ascan::ad::detail {
 //   default tensor where not needed): leaves constant along the axis sum their gradient over
 //   the steps in the lanes (float64 accumulators for float), other broadcast leaves are reduced
 //   from a full-shape gradient.
-// Items narrower than kPaddedLanes ([T, 7]) run their lane loops over a compile-time count n of
+// Items narrower than ColumnSweepPolicy::padded_lanes ([T, 7]) run their lane loops over a compile-time count n of
 // 8 or 16 lanes: a loop of 7 runtime iterations is all scalar remainder (it was 5x slower per
 // element than wide rows). The w real lanes sit at [lo, lo + w) of the n; the others are
 // padding, whose results are never stored. Packed rows (a step's w lanes adjacent to the next
@@ -24,7 +24,6 @@ namespace ascan::ad::detail {
 // neighbouring elements, and what they write there is overwritten when that step comes. Steps
 // whose window would leave the column, and layouts that are not packed, are staged through
 // small buffers (copying every row measured 2x slower than the windows).
-inline constexpr int64_t kSweepPrefetchBytes = 1024;  // how far ahead (per stream) padded items fetch rows
 
 template <class Elem, size_t L, class T, class F>
 std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::PointwisePlan& plan,
@@ -36,12 +35,12 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
   const int64_t T_len = plan.length, run = plan.run, step = plan.out_t_stride;
   Outs outs(plan, xs, need);
   using W = SweepLanes<L, T>;
-  static_assert(W::max >= kPaddedLanes);
+  static_assert(W::max >= ColumnSweepPolicy::padded_lanes);
   const int64_t lanes = sweep_lanes(run, plan.num_columns, W::max);
   const int64_t chunks = (run + lanes - 1) / lanes;
   // Large gradients go out with streaming stores (see stream_store.hpp), a row of an item at a
   // time from the scratch rows; padded items write their windows in place.
-  const bool stream_dx = ASCAN_HAS_STREAM_STORES && outs.direct_bytes() >= ascan::detail::kStreamMinBytes;
+  const bool stream_dx = ASCAN_HAS_STREAM_STORES && outs.direct_bytes() >= ascan::detail::MemoryPolicy::stream_min_bytes;
   ascan::detail::parallel_for(plan.num_columns * chunks, 1, [&](int64_t ib, int64_t ie) {
     // Per-lane state and row buffers: g, A_{s+1}, broadcast x rows, scratch ∂x rows, zeros (for
     // absent ḡ), the sums of summed leaves, staged rows of narrow items. Lane j of slot k is
@@ -51,7 +50,7 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
     alignas(64) std::array<T, L * W::max> xb, scratch;
     alignas(64) std::array<T, W::max> zeros;
     alignas(64) std::array<Acc, L * W::max> sums;
-    alignas(64) std::array<T, L * kPaddedLanes> staged_g, staged_y, staged_x;
+    alignas(64) std::array<T, L * ColumnSweepPolicy::padded_lanes> staged_g, staged_y, staged_x;
     zeros.fill(T(0));
     std::array<int64_t, L> leaf_off{};
     for (int64_t item = ib; item < ie; ++item) {
@@ -126,7 +125,7 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
         };
         // Narrow rows of many streams walking backwards outrun the hardware prefetchers (the
         // sweep waited on their loads): each step fetches the rows of a step further on.
-        const int64_t ahead = std::max<int64_t>(1, kSweepPrefetchBytes / (w * int64_t(sizeof(T))));
+        const int64_t ahead = std::max<int64_t>(1, ColumnSweepPolicy::prefetch_bytes / (w * int64_t(sizeof(T))));
         constexpr int64_t line = 64 / sizeof(T);
         const auto prefetch_step = [&](int64_t s) {
           const int64_t t = at(s), row = t * step, prev = at(s - 1) * step;
@@ -204,10 +203,10 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
           if (summed[l])
             for (int64_t j = 0; j < w; ++j) outs.full[l].data()[outs.summed_offset(out_off) + i0 + j] = T(sums[l * n + lo + j]);
       };
-      if (w <= kPaddedLanes / 2) {
-        sweep(std::integral_constant<int64_t, kPaddedLanes / 2>{});
-      } else if (w <= kPaddedLanes) {
-        sweep(std::integral_constant<int64_t, kPaddedLanes>{});
+      if (w <= ColumnSweepPolicy::padded_lanes / 2) {
+        sweep(std::integral_constant<int64_t, ColumnSweepPolicy::padded_lanes / 2>{});
+      } else if (w <= ColumnSweepPolicy::padded_lanes) {
+        sweep(std::integral_constant<int64_t, ColumnSweepPolicy::padded_lanes>{});
       } else {
         sweep(w);
       }

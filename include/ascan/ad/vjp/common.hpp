@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "ascan/ad/vjp/policy.hpp"
 #include "ascan/detail/block_transpose.hpp"
 #include "ascan/detail/log1p_exp.hpp"
 #include "ascan/detail/pointwise_scan.hpp"
@@ -159,15 +160,6 @@ struct GradOutputs {
   }
 };
 
-inline constexpr int64_t kMinColumnsForSweep = 256;
-// Rows at least this wide take the column sweep even as one long column block ([T, 7]): its one
-// pass with R lanes walking T backwards (one thread for R <= 16) measured 1.4x (R = 3), 2.6x
-// (R = 7) and 3x (R = 16) faster than the segment sweep's two passes on two threads, on the
-// 2-core development machine ([2^22 / R, R] float32 linear recurrence). At R = 2 the two tie and
-// one lane alone is 3x slower, so narrower rows keep the segment sweep, whose passes scale with
-// threads (with many cores it would win for moderate R too; the choice is by shape alone, so
-// gradients do not depend on the thread count).
-inline constexpr int64_t kMinRunForColumns = 3;
 
 // Lanes per work item of the column sweep, at most: 512 (rows of 2 KiB float per stream walk
 // backwards at streaming speed; 64-lane rows ran at half of it), fewer for large L so that the
@@ -179,24 +171,12 @@ struct SweepLanes {
   static constexpr int64_t max = std::clamp<int64_t>(int64_t(32768 / (sizeof(T) * (L * L + 4 * L))) / 16 * 16, 16, 512);
 };
 
-// Runs narrower than this are swept in items of 16 lanes (a constant lane count, see
-// kPaddedLanes); wider ones in items of up to SweepLanes::max lanes with a runtime count. On an
-// Intel Xeon server VM (2 threads, float32 linear recurrence, backward alone, medians of 9, old
-// -> new path), wide items won from 48 lanes on: [16384, 256] 15.5-17.3 -> 8.7 ms, with a
-// decay broadcast in reverse 13.4-14.0 -> 4.9-6.1, [32768, 128] 15.7 -> 6.6-6.8, [65536, 64]
-// 12-16 -> 7-9.6, [87381, 48] 14-16 -> 7-9.4, the cumulative product [16384, 256] 7.9-8.6 ->
-// 3.1-3.6; at 32 lanes the two tied (6.1 vs 6.3-6.7 ms). Rows of 16 lanes there walk the rows
-// of a wide layout a 64-byte piece at a time, a row stride apart. (On an AMD EPYC VM the
-// runtime count had run at 0.5-0.7 of the speed of items of 16 for 64..256 lanes.) [T, 1024]
-// runs best as two items of 512 (1.7 vs 3.1 ns per element in items of 32).
-inline constexpr int64_t kMinRunForWideItems = 48;
-inline constexpr int64_t kPaddedLanes = 16;  // narrower items run padded to 8 or 16 lanes
 
-// Lanes per work item: 16 for runs under kMinRunForWideItems, otherwise up to `max_lanes` of one
+// Lanes per work item: 16 for runs under ColumnSweepPolicy::min_run_for_wide_items, otherwise up to `max_lanes` of one
 // run, fewer when that would leave threads idle. Only the split depends on the thread count;
 // every lane's arithmetic does not.
 inline int64_t sweep_lanes(int64_t run, int64_t columns, int64_t max_lanes) {
-  if (run < kMinRunForWideItems) return std::min(run, kPaddedLanes);
+  if (run < ColumnSweepPolicy::min_run_for_wide_items) return std::min(run, ColumnSweepPolicy::padded_lanes);
   int64_t chunks = (run + max_lanes - 1) / max_lanes;
   const int64_t threads = ascan::num_threads();
   if (columns * chunks < threads) chunks = std::min((run + 15) / 16, (threads + columns - 1) / columns);

@@ -23,29 +23,8 @@ namespace ascan::ad::detail {
 // that a product that overflowed does not turn a zero into a NaN). The pass runs on each block of
 // the scan while it is in cache (FirstOrderEpilogue), so the backward reads a, ḡ and y_{t-1} and
 // writes ∂a and ∂b: five streams for the linear recurrence, four for the product (P and h are
-// never stored). Fusing it took the float32 backward through the tape, medians of 11, two
-// processes each, from 5.6-5.8 to 4.0-5.6 ms on [2^22] (linear recurrence), 5.9-7.1 -> 4.4-5.1
-// on [599186, 7], and 5.8-6.4 -> 3.7-4.2 ms on [2^22] for the product, 6.1-7.2 -> 4.1-4.2 on
-// [2^21, 2]. The column and segment sweeps evaluate the Jacobians on dual numbers per element
+// never stored), where a separate elementwise pass would read them again. The column and segment sweeps evaluate the Jacobians on dual numbers per element
 // instead.
-// The linear recurrence's adjoint as a scan against the column sweep, measured before
-// first_order_vjp_lines took rows of kMinRunForLinrecLines lanes or more from both (the scan
-// then ran below 2048 lanes, below 1024 with a decay constant along the scan). Intel Xeon
-// VM, float32, two threads, backward through the tape, three processes' medians of 21 each
-// (sweep -> by scan), 2^22 elements as [2^22 / R, R]: R = 16: 6.3-8.7 -> 5.0-6.3 ms, 64: 4.8-7.6
-// -> 4.0-4.5, 256: 4.8-6.5 -> 4.2-4.9, 1024: 3.1-4.3 -> 3.5-4.2. Once the scan's blocks held at
-// least kMinEpilogueBlockRows rows and its lanes went in groups of up to 1024, on an AMD EPYC VM
-// (backward alone, two alternating processes' medians of 11, sweep -> by scan): R = 64:
-// 15.6/17.3 -> 7.5/10.0 ms, 256: 11.5/13.1 -> 6.9/7.1, 512: 9.2/8.9 -> 7.6/6.5, 1024: 8.5/6.9
-// -> 5.8/6.1, 2048: 7.6/8.1 -> 7.1/7.5, 4096: equal.
-// The same with a decay constant along the scan (its gradient summed per lane by the scan's
-// epilogue). Same runs as above (sweep -> by scan): R = 16: 8.5 -> 7.6-8.0 ms, 64: 14.4/16.5 ->
-// 6.2/5.8, 256: 7.6/10.0 -> 5.8/6.2, 512: 8.1/7.3 -> 5.6/4.9, 1024: 5.3/5.8 -> 5.0/5.7, 2048:
-// 7.1/8.0 -> 7.0/6.8; on the Intel VM, before those two changes, the sweep won from R = 256 on.
-// The cumulative product takes its adjoint as a scan in few columns of rows narrower than this,
-// and in rows of kMinRunForWideItems lanes to fewer than kMinRunForProductLines
-// (pointwise_scan_vjp).
-inline constexpr int64_t kMaxRunForProductByScan = 8;
 
 // The logaddexp combine's Jacobians at (left, right) = (y_{t-1}, x_t), as its evaluation on dual
 // numbers gives them, with the exponential of detail/log1p_exp.hpp: with d = min - max <= 0 and
@@ -128,8 +107,8 @@ struct FirstOrderEpilogue {
     const int64_t t_lo = (adj_reverse ? adj_len - 1 - lo : lo) + shift;
     const int64_t o = offset + shift * ts;
     const T* g_last = gbar + o + (last - t_lo) * ts;  // ḡ_{T-1} of the lanes
-    // G per lane: ḡ_{T-1}, or h_c + P_c ḡ_{T-1} after a carry (w <= kMaxLanes).
-    T G[ascan::detail::kMaxLanes];
+    // G per lane: ḡ_{T-1}, or h_c + P_c ḡ_{T-1} after a carry (w <= BlockPolicy::max_lanes).
+    T G[ascan::detail::BlockPolicy::max_lanes];
     const T* gl = g_last;
     if (const T* pc = std::get<0>(carry)) {
       const T* hc = std::get<1>(carry);
@@ -143,7 +122,7 @@ struct FirstOrderEpilogue {
     // end: 16 positions for one lane, 16 rows of narrow packed rows, one row otherwise.
     const bool packed = ts == w && w < 16;
     const int64_t period = w == 1 ? 16 : packed ? 16 * w : w;
-    Acc part[2][std::max(kPattern, ascan::detail::kMaxLanes)];  // period <= kPattern or w
+    Acc part[2][std::max(kPattern, ascan::detail::BlockPolicy::max_lanes)];  // period <= kPattern or w
     if (summing) {
       std::fill_n(part[0], period, Acc(0));
       std::fill_n(part[1], period, Acc(0));

@@ -14,58 +14,17 @@ namespace ascan::ad::detail {
 // 0 for the recurrence, whose y_0 is its x_0) and the recurrence's ∂b_s = g_s. The same
 // arithmetic as the column sweep's (A_{s+1} = a_{s+1}, B_s = y_{s-1}), but each line of gradient
 // is stored as soon as it is computed (streaming stores for large outputs, see stream_line)
-// instead of a row at a time from a scratch row: alternating runs (float32, two threads,
-// forward + backward through the tape, medians of 5) in the comments below.
+// instead of a row at a time from a scratch row.
 // The recurrence reads ḡ, a and y_{s-1} and writes ∂a and ∂b (5 streams). The product reads ḡ
-// and x and writes ∂x (3 streams): y_{s-1} is recomputed from x, kProductRecomputeRows steps at a
+// and x and writes ∂x (3 streams): y_{s-1} is recomputed from x, LineSweepPolicy::product_recompute_rows steps at a
 // time, forwards from the stored y at the block's start (one row read per block) into a buffer
 // that stays in cache, and the backward sweep then reads that block's x from cache too (the
 // rounding of the recomputed products differs from the scan's by a few ulps).
 // Leaves a and b may be broadcast as in the column sweep (one value over the lanes, or constant
 // along the scan and summed); lanes are cut into items as there (sweep_lanes).
-// Each step prefetches the lines it will read kLineSweepPrefetchRows steps later: an item reads
+// Each step prefetches the lines it will read LineSweepPolicy::prefetch_rows steps later: an item reads
 // up to 2 KiB of each row, rows a row stride apart going down, which the hardware prefetchers
 // followed poorly (the loads of ḡ took half of the sweep's samples in a profile).
-inline constexpr int64_t kLineSweepMaxLanes = 512;
-inline constexpr int64_t kProductRecomputeRows = 64;
-inline constexpr int64_t kLineSweepPrefetchRows = 4;
-// The linear recurrence (loss on y^b) takes first_order_vjp_lines in rows of at least
-// kMinRunForLinrecLines lanes, with or without a decay constant along the scan; the cumulative
-// product from kMinRunForProductLines lanes on.
-// AMD EPYC Zen 5 VM, float32, two threads, forward + backward through the tape, medians of 5,
-// alternating runs (ms). With the prefetches and the recomputed products, [2^24 / R, R] (64 MiB
-// per leaf): R = 1024 cumulative product 11.2-11.9 (prefetch, y read) -> 10.1-10.7 (prefetch,
-// recomputed) [12.0-14.3 with neither]; linear recurrence 16.9/19.5 -> 14.4/16.2, discounted
-// return 16.9/17.0 -> 11.5/12.2; R = 256 linear recurrence 16.2/16.9 -> 15.7/17.0, discounted
-// 18.7/19.4 -> 13.1/13.2. Against the adjoint as a scan (scan -> line sweep): R = 16 linear
-// recurrence 22.4/25.9 -> 15.6/17.5 (one item of 16 lanes on one thread), discounted 24.6/30.9
-// -> 20.3/24.2; R = 32 20.6/20.8 -> 16.2/16.2, 21.7/22.0 -> 14.7/15.5; R = 64 18.3/20.5 ->
-// 17.9/18.0, 20.7/22.7 -> 18.2/18.4; in cache ([2^22 / R, R]) R = 16 5.72/6.02 -> 4.39/5.09,
-// 6.76/8.03 -> 4.94/5.94, R = 32 5.76/6.37 -> 4.28/4.49. Cumulative product (by scan or column
-// sweep -> line sweep): R = 128 14.2/15.7 -> 12.8/13.6 (in cache 3.78/4.68 -> 3.67/3.78), R = 256
-// 12.8-14.2 -> 9.7-10.2 (in cache 3.0-3.4 -> 2.1-2.3), R = 512 12.7/14.6 -> 10.5/10.7; it lost
-// at R = 64 (15.9/16.3 -> 19.3/20.5) and R = 16 (12.0/13.2 -> 21.9/26.2).
-// Before the prefetches and the recomputed products (same VM and method, old path -> line
-// sweep, cumulative product / linear recurrence / discounted return): R = 128: 13.3 -> 13.2-13.4
-// / 17.5-17.8 -> 16.3-16.5 / 16.7 -> 11.3; R = 512: 12.9-13.4 -> 11.2-13.1 / 17.0-20.7 ->
-// 15.9-17.1 / 17.8-19.3 -> 14.9-15.1; R = 1024: 12.3-13.4 -> 11.5-12.4 / 16.6-19.1 -> 16.0-16.6 /
-// 15.4-18.6 -> 15.0-16.3; R = 2048: 13.7-16.1 -> 12.2-13.0 / 24.9-25.3 -> 17.5-18.9 / 20.5-22.2
-// -> 18.1-18.3; R = 4096: 14.4-15.0 -> 11.0-13.3 / 28.1-29.1 -> 17.9-20.8 / 21.4-24.5 ->
-// 18.5-22.0; at R = 64 (two items of 32 lanes) the sweep lost then (cumulative product 13.5-14.0
-// -> 19.7-20.2, discounted return 18.0-18.2 -> 33.2-33.4).
-inline constexpr int64_t kMinRunForLinrecLines = 16;
-// logaddexp takes logaddexp_vjp_lines in rows of this many lanes or more, its adjoint as a scan
-// (with the Jacobians evaluated per block, FirstOrderEpilogue::fill_inputs) in narrower ones.
-// Float32 backward alone, 2 threads, [2^22 / R, R], two runs of medians of 11, each path twice
-// per run (line sweep against scan): R = 64: 7.1-7.3 / 4.1-4.3 against 5.6-5.9 / 4.2-4.8 ms
-// (in reverse 5.8 / 4.3-5.1 against 4.9-5.0 / 4.1-4.2), 256: 7.3-7.5 / 6.2 against 5.5-5.7 /
-// 4.7-4.8 (4.5-4.6 / 5.0-5.4 against 4.1-4.5 / 4.4), 512: 4.7-5.1 / 6.5-6.6 against 4.4-4.5 /
-// 5.4-5.5; R = 1024: 4.1-5.2 / 3.9-5.2 against 4.0-4.6 / 4.2 (3.7 / 3.8-4.1 against 4.0 /
-// 4.2), 2048: 3.7 / 3.5-5.2 against 4.4-4.5 / 4.2-4.3 (3.9-4.0 / 4.1-4.9 against 4.5-4.9 /
-// 4.9-5.2). (Against the scan that stored its Jacobians in two tensors first, the sweep had won
-// from R = 16.)
-inline constexpr int64_t kMinRunForLogAddExpLines = 1024;
-inline constexpr int64_t kMinRunForProductLines = 128;
 
 template <class T, size_t L>
 std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
@@ -79,16 +38,16 @@ std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan&
   constexpr int64_t V = ascan::detail::LineOf<T>::size;
   const int64_t T_len = plan.length, run = plan.run, step = plan.out_t_stride;
   Outs outs(plan, xs, need);
-  const int64_t lanes = sweep_lanes(run, plan.num_columns, kLineSweepMaxLanes);
+  const int64_t lanes = sweep_lanes(run, plan.num_columns, LineSweepPolicy::max_lanes);
   const int64_t chunks = (run + lanes - 1) / lanes;
-  const bool stream = ASCAN_HAS_STREAM_STORES && outs.direct_bytes() >= ascan::detail::kStreamMinBytes;
+  const bool stream = ASCAN_HAS_STREAM_STORES && outs.direct_bytes() >= ascan::detail::MemoryPolicy::stream_min_bytes;
   const T* const y_data = ys[L - 1].data();
   const T* const g_data = gbar.data();
   ascan::detail::parallel_for(plan.num_columns * chunks, 1, [&](int64_t ib, int64_t ie) {
-    alignas(64) T g[kLineSweepMaxLanes];
-    alignas(64) Acc sums[L][kLineSweepMaxLanes];
+    alignas(64) T g[LineSweepPolicy::max_lanes];
+    alignas(64) Acc sums[L][LineSweepPolicy::max_lanes];
     Tensor<T> yb_rows;
-    if constexpr (kProduct) yb_rows = Tensor<T>::empty({kProductRecomputeRows, lanes});
+    if constexpr (kProduct) yb_rows = Tensor<T>::empty({LineSweepPolicy::product_recompute_rows, lanes});
     T* const yb = kProduct ? yb_rows.data() : nullptr;
     std::array<int64_t, L> leaf_off{};
     for (int64_t item = ib; item < ie; ++item) {
@@ -142,7 +101,7 @@ std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan&
           }
           Line xv{};
           if (!a_lanes) xv = Line{} + *xr;
-          const int64_t ahead = s0 + k - 1 + kLineSweepPrefetchRows;
+          const int64_t ahead = s0 + k - 1 + LineSweepPolicy::prefetch_rows;
           const T* const xpf = a_lanes && ahead < T_len ? ap + at(ahead) * a_stride : nullptr;
           for (int64_t j = 0; j < wv; j += V) {
             Line pv;
@@ -157,7 +116,7 @@ std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan&
       int64_t s0 = T_len;
       for (int64_t s = T_len - 1; s >= 0; --s) {
         if (kProduct && s < s0) {
-          s0 = std::max<int64_t>(0, s + 1 - kProductRecomputeRows);
+          s0 = std::max<int64_t>(0, s + 1 - LineSweepPolicy::product_recompute_rows);
           recompute_block(s0, s + 1);
         }
         const int64_t r = at(s) * step;
@@ -167,7 +126,7 @@ std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan&
         const T* const yr = s == 0 ? nullptr : kProduct ? yb + (s - s0) * lanes : yp + at(s - 1) * step;
         Line av{};
         if (an && !a_lanes) av = Line{} + *an;
-        const int64_t sp = s - kLineSweepPrefetchRows;
+        const int64_t sp = s - LineSweepPolicy::prefetch_rows;
         const T* const gpf = sp >= 0 ? gp + at(sp) * step : nullptr;
         const T* const ypf = gpf && !kProduct && sp >= 1 ? yp + at(sp - 1) * step : nullptr;
         const T* const apf = gpf && !kProduct && a_lanes ? ap + at(sp + 1) * a_stride : nullptr;
@@ -208,17 +167,17 @@ std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan&
   return outs.finish(xs);
 }
 
-// The same adjoint in rows of kMinRunForLogAddExpLines lanes or more, swept backwards a row of
-// up to kLineSweepMaxLanes lanes at a time with the Jacobians evaluated where they are needed and
+// The same adjoint in rows of AdjointPathPolicy::min_run_for_logaddexp_lines lanes or more, swept backwards a row of
+// up to LineSweepPolicy::max_lanes lanes at a time with the Jacobians evaluated where they are needed and
 // nothing stored per step: at step s, (A_s, B_s) from (y_{s-1}, x_s), g_s = ḡ_s + A_{s+1} g_{s+1},
 // ∂x_s = B_s g_s (g_0 at s = 0). Reads ḡ, x and y and writes ∂x: 4 streams against the 8 of the
-// Jacobian pass and the scan. Rows are prefetched kLineSweepPrefetchRows steps ahead, as in
+// Jacobian pass and the scan. Rows are prefetched LineSweepPolicy::prefetch_rows steps ahead, as in
 // first_order_vjp_lines.
 template <class T>
 std::vector<Tensor<T>> logaddexp_vjp_lines(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
                                            const std::vector<Tensor<T>>& ys, const Tensor<T>& gbar, bool reverse) {
   const int64_t T_len = plan.length, run = plan.run, step = plan.out_t_stride;
-  const int64_t lanes = sweep_lanes(run, plan.num_columns, kLineSweepMaxLanes);
+  const int64_t lanes = sweep_lanes(run, plan.num_columns, LineSweepPolicy::max_lanes);
   const int64_t chunks = (run + lanes - 1) / lanes;
   Tensor<T> dx = Tensor<T>::empty(plan.out_shape);
   const T* const x_data = xs[0].data();
@@ -226,7 +185,7 @@ std::vector<Tensor<T>> logaddexp_vjp_lines(const ascan::detail::PointwisePlan& p
   const T* const g_data = gbar.data();
   T* const d_data = dx.data();
   ascan::detail::parallel_for(plan.num_columns * chunks, 1, [&](int64_t ib, int64_t ie) {
-    alignas(64) T g[kLineSweepMaxLanes], a_next[kLineSweepMaxLanes];
+    alignas(64) T g[LineSweepPolicy::max_lanes], a_next[LineSweepPolicy::max_lanes];
     std::array<int64_t, 1> leaf_off{};
     for (int64_t item = ib; item < ie; ++item) {
       const int64_t c = item / chunks, i0 = (item % chunks) * lanes, w = std::min(lanes, run - i0);
@@ -241,7 +200,7 @@ std::vector<Tensor<T>> logaddexp_vjp_lines(const ascan::detail::PointwisePlan& p
         const T* __restrict gr = g_data + r;
         const T* __restrict xr = x_data + r;
         T* __restrict dr = d_data + r;
-        if (const int64_t sp = s - kLineSweepPrefetchRows; sp >= 1) {
+        if (const int64_t sp = s - LineSweepPolicy::prefetch_rows; sp >= 1) {
           const int64_t rp = row(sp), ryp = row(sp - 1);
           for (int64_t j = 0; j < w; j += 64 / int64_t{sizeof(T)}) {
             __builtin_prefetch(g_data + rp + j);

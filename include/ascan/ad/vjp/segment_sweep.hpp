@@ -7,31 +7,24 @@
 namespace ascan::ad::detail {
 
 // The adjoint for few long columns (one long sequence, rows of two lanes): each column is cut
-// into segments of kSegmentSteps steps, and the segments of all columns are the lanes of a
-// sweep, kLanesPerTile at a time. With many columns (kMinColumnsForSweep or more) each column is
+// into segments of SegmentSweepPolicy::segment_steps steps, and the segments of all columns are the lanes of a
+// sweep, SegmentSweepPolicy::lanes_per_tile at a time. With many columns (AdjointPathPolicy::min_columns_for_sweep or more) each column is
 // one whole segment and step 1 is skipped. Two sweeps over each tile's data (the second on the
 // buffers the first staged) and no per-step arrays:
 //   1. per segment [t0, t1), walking backwards from zero: g_s = c_s + M_s g_{t1} with
 //      c_s = ḡ_s + A_{s+1}ᵀ c_{s+1} and M_s = A_{s+1}ᵀ M_{s+1} (c = 0, M = I at t1);
 //   2. g_{t1} of every segment from its successor's (c, M), chained from tile to tile (O(lanes));
 //   3. per segment again from the true g_{t1}: g_s and ∂x_s = B_sᵀ g_s, as in the column sweep.
-// The lanes' operands are staged kStageSteps steps at a time: each lane copies its stretch of
+// The lanes' operands are staged SegmentSweepPolicy::stage_steps steps at a time: each lane copies its stretch of
 // every stream (sequential reads the prefetchers follow and the core overlaps) into step-major
 // tile buffers, which the lane loops read contiguously. When step 1 runs, the buffers hold the
 // whole segment: step 3 reads them as step 1 left them instead of staging every stream again
-// (segments are shortened so that the buffers stay within kResidentBytes, about a third of L2;
+// (segments are shortened so that the buffers stay within SegmentSweepPolicy::resident_bytes, about a third of L2;
 // 96 KiB for the float32 linear recurrence).
 // A tile holds segments of one length (the columns' last segments, which may be shorter, have
 // tiles of their own) and always VW lanes (the last tile repeats a lane and drops its results),
 // so the lane loops are straight-line code over a constant count and vectorise. Segment lengths
 // depend on T, L and the element type only, so the gradients do not depend on the thread count.
-inline constexpr int64_t kSegmentSteps = 512;
-// 8 lanes: one vector of floats. 16 measured 10% slower in L3 (0.27 vs 0.24 ms for 2^16 steps of a
-// linear recurrence, one thread) and not faster out of cache: step 1's lane state (c, M, A)
-// spills from the registers.
-inline constexpr int64_t kLanesPerTile = 8;
-inline constexpr int64_t kStageSteps = 32;
-inline constexpr int64_t kResidentBytes = int64_t{192} << 10;
 
 // Reads one byte of every 64-byte line of the n elements at p: brings them into the caches.
 template <class T>
@@ -44,13 +37,13 @@ unsigned char touch_lines(const T* p, int64_t n) {
 
 template <class T, size_t L>
 constexpr int64_t segment_steps() {
-  constexpr int64_t fit = kResidentBytes / (3 * int64_t{L} * kLanesPerTile * int64_t{sizeof(T)});
-  return std::clamp<int64_t>(fit / kStageSteps * kStageSteps, 2 * kStageSteps, kSegmentSteps);
+  constexpr int64_t fit = SegmentSweepPolicy::resident_bytes / (3 * int64_t{L} * SegmentSweepPolicy::lanes_per_tile * int64_t{sizeof(T)});
+  return std::clamp<int64_t>(fit / SegmentSweepPolicy::stage_steps * SegmentSweepPolicy::stage_steps, 2 * SegmentSweepPolicy::stage_steps, SegmentSweepPolicy::segment_steps);
 }
 
 template <class T, size_t L>
 struct SegmentTile {
-  static constexpr int64_t VW = kLanesPerTile, Q = kStageSteps;
+  static constexpr int64_t VW = SegmentSweepPolicy::lanes_per_tile, Q = SegmentSweepPolicy::stage_steps;
   int64_t w = 0, len = 0;            // lanes with results, steps per lane
   std::array<int64_t, VW> v, n, t0;  // lane j: segment v = n * S + k from t0
   // Staged operands of leaf l: gb[l][step * VW + lane] for `steps` steps (a stage, or a whole
@@ -82,7 +75,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   const int64_t N = plan.num_columns * R;  // columns of the output, one lane each
   // Many columns: each is one segment (one lane of the sweep), so the first pass has nothing to
   // chain and is skipped.
-  const bool whole_columns = N >= kMinColumnsForSweep;
+  const bool whole_columns = N >= AdjointPathPolicy::min_columns_for_sweep;
   const int64_t seg = whole_columns ? T_len : std::min(T_len, segment_steps<T, L>()), S = (T_len + seg - 1) / seg;
   // With step 1 (more than one segment per column) the tile buffers hold whole segments.
   const bool resident = S > 1;
