@@ -19,6 +19,7 @@
 #include "ascan/cuda/device_tensor.cuh"
 #include "ascan/cuda/scan.cuh"
 #include "ascan/cuda/scan_kernels.cuh"
+#include "ascan/detail/element.hpp"
 #include "ascan/dual.hpp"
 #include "ascan/options.hpp"
 
@@ -27,40 +28,11 @@ namespace detail {
 
 inline constexpr const char* kVjpName = "ascan::cuda::associative_scan_vjp()";
 
-template <class D, size_t... I>
-ASCAN_HD auto user_elem(const D* v, std::index_sequence<I...>) {
-  if constexpr (sizeof...(I) == 1) {
-    return v[0];
-  } else {
-    return std::tuple<std::remove_cvref_t<decltype((void)I, v[0])>...>{v[I]...};
-  }
-}
-
-// A (∂out/∂left) and B (∂out/∂right) at one element, row-major [out leaf][in leaf].
+// A (∂out/∂left) and B (∂out/∂right) at one element, row-major [out leaf][in leaf]: the host's
+// Jacobians (detail/element.hpp) on the flat element the device combine sees.
 template <size_t L, class Fn, class T>
 ASCAN_HD void jacobians(const Fn& f, const T* left, const T* right, T* A, T* B) {
-  using D = Dual<T, static_cast<int>(2 * L)>;
-  D l[L], r[L], o[L];
-  for (size_t i = 0; i < L; ++i) {
-    l[i] = D(left[i]);
-    l[i].d[i] = T(1);
-    r[i] = D(right[i]);
-    r[i].d[L + i] = T(1);
-  }
-  const auto out = f(user_elem(l, std::make_index_sequence<L>{}), user_elem(r, std::make_index_sequence<L>{}));
-  if constexpr (L == 1) {
-    o[0] = D(out);
-  } else {
-    [&]<size_t... K>(std::index_sequence<K...>) {
-      using std::get;
-      ((o[K] = D(get<K>(out))), ...);
-    }(std::make_index_sequence<L>{});
-  }
-  for (size_t k = 0; k < L; ++k)
-    for (size_t i = 0; i < L; ++i) {
-      A[k * L + i] = o[k].d[i];
-      B[k * L + i] = o[k].d[L + i];
-    }
+  ascan::detail::dual_jacobians<ascan::detail::flat_elem_t<T, L>, L, true>(f, left, right, A, B);
 }
 
 template <class T, size_t L>

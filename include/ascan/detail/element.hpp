@@ -21,6 +21,14 @@ template <class R, class = void> struct is_result_tuple : std::false_type {};
 template <class R>
 struct is_result_tuple<R, std::void_t<decltype(std::tuple_size<R>::value)>> : std::true_type {};
 
+// The flat element of L scalars of type T: T itself for one, std::tuple<T, ..., T> for several.
+template <class T, class Seq> struct flat_elem_of;
+template <class T, size_t... I> struct flat_elem_of<T, std::index_sequence<I...>> {
+  using type = std::tuple<std::conditional_t<I == I, T, void>...>;
+};
+template <class T> struct flat_elem_of<T, std::index_sequence<0>> { using type = T; };
+template <class T, size_t L> using flat_elem_t = typename flat_elem_of<T, std::make_index_sequence<L>>::type;
+
 // Converts a combine result to the element structure E (static_cast at the leaves).
 template <class E, class R>
 ASCAN_HD ASCAN_ALWAYS_INLINE E to_elem(const R& r) {

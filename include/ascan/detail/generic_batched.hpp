@@ -23,6 +23,7 @@
 
 #include "ascan/detail/generic_scan.hpp"
 #include "ascan/detail/pointwise_scan.hpp"
+#include "ascan/detail/scan_chain.hpp"
 
 namespace ascan::detail {
 
@@ -298,40 +299,33 @@ struct BatchedGenericScan {
   void scan_interleaved(const F& f, const std::vector<RowSet>& x, int64_t n, const std::vector<RowSet>& y) const {
     const int64_t group = std::max(BatchedPolicy::interleaved_group_bytes / row_bytes(), 2 * BatchedPolicy::interleaved_min_steps);
     const int64_t groups = (n + group - 1) / group;
-    std::vector<std::atomic<uint8_t>> done(static_cast<size_t>(groups));
+    ItemChain items(groups);
     std::vector<X> carry_out(static_cast<size_t>(groups));  // the scan's row at the group's end
-    std::atomic<int64_t> next{0};
-    std::atomic<bool> failed{false};
     BatchedGenericScan serial = *this;
     serial.parallel = false;
     const int workers = static_cast<int>(std::min<int64_t>(parallel ? num_threads() : 1, groups));
-    run_workers(workers, [&](int) {
-      while (!failed.load(std::memory_order_relaxed)) {
-        const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
+    items.run(workers, [&](int) {
+      while (!items.failed()) {
+        const int64_t g = items.claim();
         if (g >= groups) return;
-        try {
-          const int64_t g0 = g * group, len = std::min(group, n - g0);
-          const int64_t runs = std::clamp<int64_t>(BatchedPolicy::interleaved_batch_bytes / row_bytes(), 1,
-                                                     std::max<int64_t>(1, len / BatchedPolicy::interleaved_min_steps));
-          // Called between the passes with the group's total: publishes the group's carry out
-          // and sets the carry into it (null for the first); false when another group failed.
-          const auto chain = [&](const X& total, const X*& carry) {
-            if (g == 0) {
-              carry_out[0] = total;
-            } else {
-              if (!wait_published(done[g - 1], failed)) return false;
-              carry_out[g] = f(carry_out[g - 1], total);
-              check(carry_out[g], 1);
-              carry = &carry_out[g - 1];
-            }
-            done[g].store(1, std::memory_order_release);
-            return true;
-          };
-          if (!serial.scan_runs(f, every(x, g0, 1), len, every(y, g0, 1), runs, chain, g == 0)) return;
-        } catch (...) {
-          failed.store(true);
-          throw;
-        }
+        const int64_t g0 = g * group, len = std::min(group, n - g0);
+        const int64_t runs = std::clamp<int64_t>(BatchedPolicy::interleaved_batch_bytes / row_bytes(), 1,
+                                                 std::max<int64_t>(1, len / BatchedPolicy::interleaved_min_steps));
+        // Called between the passes with the group's total: publishes the group's carry out and
+        // sets the carry into it (null for the first); false when another group failed.
+        const auto chain = [&](const X& total, const X*& carry) {
+          if (g == 0) {
+            carry_out[0] = total;
+          } else {
+            if (!items.wait(g - 1)) return false;
+            carry_out[g] = f(carry_out[g - 1], total);
+            check(carry_out[g], 1);
+            carry = &carry_out[g - 1];
+          }
+          items.publish(g);
+          return true;
+        };
+        if (!serial.scan_runs(f, every(x, g0, 1), len, every(y, g0, 1), runs, chain, g == 0)) return;
       }
     });
   }

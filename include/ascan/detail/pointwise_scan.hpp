@@ -228,8 +228,8 @@ class PointwiseRunner {
 
   void run() {
     if (plan_.numel() == 0) return;
-    std::vector<std::atomic<uint8_t>> done(num_blocks_ > 1 ? num_items_ : 0);
-    done_ = done.data();
+    ItemChain chain(num_blocks_ > 1 ? num_items_ : 0);
+    chain_ = &chain;
     const int64_t total = plan_.numel() * static_cast<int64_t>(L);
     const int workers = total < ThreadPolicy::parallel_min_elements || one_pass_
                             ? 1
@@ -257,21 +257,15 @@ class PointwiseRunner {
       }
       return;
     }
-    std::atomic<int64_t> next{0};
-    run_workers(workers, [&](int) {
+    chain.run(workers, [&](int) {
       const auto scratch = make_scratch();
       // process may claim the worker's next item before it ends (NextItem). Each item still
       // waits only on its predecessor, claimed earlier, so claims made early do not deadlock.
-      int64_t item = next.fetch_add(1, std::memory_order_relaxed);
+      int64_t item = chain.claim();
       bool cached = false;
-      while (item < num_items_ && !failed_.load(std::memory_order_relaxed)) {
-        NextItem following{&next};
-        try {
-          if (!process(item, reinterpret_cast<std::byte*>(scratch.get()), following, cached)) return;
-        } catch (...) {
-          failed_.store(true);
-          throw;
-        }
+      while (item < num_items_ && !chain.failed()) {
+        NextItem following{&chain};
+        if (!process(item, reinterpret_cast<std::byte*>(scratch.get()), following, cached)) return;
         item = following.get(item);
         cached = following.prefetched;
       }
@@ -471,11 +465,11 @@ class PointwiseRunner {
   // published and its output goes out (InputPrefetch), so that items are still claimed about in
   // the order they start.
   struct NextItem {
-    std::atomic<int64_t>* counter = nullptr;  // null: the items in order on one worker
+    ItemChain* chain = nullptr;  // null: the items in order on one worker
     int64_t item = -1;
     bool prefetched = false;  // its packed inputs were prefetched (InputPrefetch)
     int64_t get(int64_t current) {
-      if (item < 0) item = counter ? counter->fetch_add(1, std::memory_order_relaxed) : current + 1;
+      if (item < 0) item = chain ? chain->claim() : current + 1;
       return item;
     }
   };
@@ -515,9 +509,9 @@ class PointwiseRunner {
     const auto [g, b, s0, s1] = item_rows(item);
     if (one_pass_ && lanes_path(g.w)) {  // rows of lanes, one thread
       // Blocks run in order on the one worker: the predecessor's last row is final.
-      if (b > 0 && !wait_published(done_[item - 1], failed_)) return false;
+      if (b > 0 && !chain_->wait(item - 1)) return false;
       scan_lanes<1>(g, s0, s1, s1 - s0, b > 0);
-      if (num_blocks_ > 1) done_[item].store(1, std::memory_order_release);
+      if (num_blocks_ > 1) chain_->publish(item);
       return true;
     }
     // A streamed output (or an epilogue's with dropped leaves): the block is scanned into the
@@ -594,7 +588,7 @@ class PointwiseRunner {
     Ptrs carry0{};
     const bool have0 = b > 0;
     if (have0) {
-      if (!wait_published(done_[item - 1], failed_)) return false;
+      if (!chain_->wait(item - 1)) return false;
       carry0 = Epi::active ? carry_row(item - 1) : y_row(g, s0 - 1);
     }
     LaneBuffers<Ptrs> carry_buf;  // carries 1 .. K-1, w lanes each ((K - 1) * w <= BlockPolicy::max_lanes)
@@ -622,7 +616,7 @@ class PointwiseRunner {
     } else {
       if (stream) copy_rows(g, out, s1 - 1, s1, false);  // published, so plainly
     }
-    if (num_blocks_ > 1) done_[item].store(1, std::memory_order_release);
+    if (num_blocks_ > 1) chain_->publish(item);
     InputPrefetch pf;
     if constexpr (!Epi::active) {
       if (stream) pf = input_prefetch(next.get(item), block_out_bytes(g, s0, s1));
@@ -1173,8 +1167,7 @@ class PointwiseRunner {
   bool streamed_ = false;      // the scratch's rows go out with streaming stores
   int64_t pro_leaf_bytes_ = 0, pro_slack_ = 0;  // a prologue's blocks of rows, their slack
   bool partial_rows_ = false;  // streamed groups that are parts of output rows
-  std::atomic<uint8_t>* done_ = nullptr;
-  std::atomic<bool> failed_{false};
+  ItemChain* chain_ = nullptr;  // the running scan's (run())
 };
 
 // Scans all leaves of `xs` into `ys` (flat tuples of tensors) following `plan`.

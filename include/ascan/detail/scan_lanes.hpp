@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "ascan/detail/element.hpp"
 #include "ascan/config.hpp"
 #include "ascan/detail/scan_policy.hpp"
 #include "ascan/detail/tree.hpp"
@@ -19,19 +20,6 @@ ASCAN_ALWAYS_INLINE void static_for(Fn&& fn) {
   [&]<size_t... I>(std::index_sequence<I...>) ASCAN_INLINE_LAMBDA {
     (fn(std::integral_constant<size_t, I>{}), ...);
   }(std::make_index_sequence<N>{});
-}
-
-// Converts a combine result to the element structure E (static_cast at the leaves).
-template <class E, class R>
-ASCAN_ALWAYS_INLINE E to_elem(const R& r) {
-  if constexpr (is_std_tuple<E>::value) {
-    return [&]<size_t... K>(std::index_sequence<K...>) {
-      using std::get;
-      return E{to_elem<std::tuple_element_t<K, E>>(get<K>(r))...};
-    }(std::make_index_sequence<std::tuple_size_v<E>>{});
-  } else {
-    return static_cast<E>(r);
-  }
 }
 
 template <class Ptrs> struct LaneBuffers;

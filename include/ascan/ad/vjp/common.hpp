@@ -1,5 +1,5 @@
-// common.hpp — part of the scan adjoint (ad/scan_vjp.hpp): element helpers, the Jacobians of a
-// combine on dual numbers, the gradients a backward returns (GradOutputs) and the lane counts
+// common.hpp — part of the scan adjoint (ad/scan_vjp.hpp): the Jacobians of a combine on dual
+// numbers (detail/element.hpp) as the sweeps call them, the gradients a backward returns (GradOutputs) and the lane counts
 // the sweeps share.
 #pragma once
 
@@ -16,6 +16,7 @@
 
 #include "ascan/ad/vjp/policy.hpp"
 #include "ascan/detail/block_transpose.hpp"
+#include "ascan/detail/element.hpp"
 #include "ascan/detail/log1p_exp.hpp"
 #include "ascan/detail/pointwise_scan.hpp"
 #include "ascan/detail/scan_plan.hpp"
@@ -33,73 +34,22 @@ template <class E> struct elem_size : std::integral_constant<size_t, 1> {};
 template <class... Es>
 struct elem_size<std::tuple<Es...>> : std::integral_constant<size_t, (size_t{0} + ... + elem_size<Es>::value)> {};
 
-// E with every scalar replaced by D.
-template <class E, class D> struct rebind { using type = D; };
-template <class... Es, class D> struct rebind<std::tuple<Es...>, D> {
-  using type = std::tuple<typename rebind<Es, D>::type...>;
-};
-
-// Builds the structure E (scalars of type D) from flat[pos...], depth first.
-template <class E, class D>
-ASCAN_ALWAYS_INLINE typename rebind<E, D>::type build_elem(const D* flat, size_t& pos) {
-  if constexpr (ascan::detail::is_std_tuple_v<E>) {
-    return [&]<size_t... K>(std::index_sequence<K...>) {
-      // Braced init evaluates left to right, so leaves are taken in order.
-      return typename rebind<E, D>::type{build_elem<std::tuple_element_t<K, E>, D>(flat, pos)...};
-    }(std::make_index_sequence<std::tuple_size_v<E>>{});
-  } else {
-    return flat[pos++];
-  }
-}
-
-// Flattens a combine result (tuple-like or scalar) into flat[pos...], converting to D.
-template <class D, class R>
-ASCAN_ALWAYS_INLINE void scatter_elem(const R& r, D* flat, size_t& pos) {
-  if constexpr (ascan::detail::is_tuple_like<std::decay_t<R>>::value) {
-    [&]<size_t... K>(std::index_sequence<K...>) {
-      using std::get;
-      (scatter_elem<D>(get<K>(r), flat, pos), ...);
-    }(std::make_index_sequence<std::tuple_size_v<std::decay_t<R>>>{});
-  } else {
-    flat[pos++] = D(r);
-  }
-}
-
-// A (∂out/∂left) and, with WithB, B (∂out/∂right), row-major [out leaf][in leaf], at one
-// element, from one call of f on duals with L (or 2L) tangents.
-template <class Elem, size_t L, bool WithB, class T, class F>
-ASCAN_ALWAYS_INLINE void dual_jacobians(const F& f, const std::array<T, L>& left, const std::array<T, L>& right,
-                                        std::array<T, L * L>& A, std::array<T, L * L>* B) {
-  constexpr size_t N = WithB ? 2 * L : L;
-  using D = Dual<T, static_cast<int>(N)>;
-  std::array<D, L> l, r, o;
-  for (size_t i = 0; i < L; ++i) {
-    l[i] = D(left[i]);
-    l[i].d[i] = T(1);
-    r[i] = D(right[i]);
-    if constexpr (WithB) r[i].d[L + i] = T(1);
-  }
-  size_t pl = 0, pr = 0, po = 0;
-  const auto out = f(build_elem<Elem, D>(l.data(), pl), build_elem<Elem, D>(r.data(), pr));
-  scatter_elem<D>(out, o.data(), po);
-  for (size_t k = 0; k < L; ++k)
-    for (size_t i = 0; i < L; ++i) {
-      A[k * L + i] = o[k].d[i];
-      if constexpr (WithB) (*B)[k * L + i] = o[k].d[L + i];
-    }
-}
+// The element helpers and the dual-number Jacobians are shared with the host scan and the CUDA
+// gradients (detail/element.hpp).
+using ascan::detail::build_elem;
+using ascan::detail::scatter_elem;
 
 template <class Elem, size_t L, class T, class F>
 ASCAN_ALWAYS_INLINE void jacobians(const F& f, const std::array<T, L>& left, const std::array<T, L>& right,
                                    std::array<T, L * L>& A, std::array<T, L * L>& B) {
-  dual_jacobians<Elem, L, true>(f, left, right, A, &B);
+  ascan::detail::dual_jacobians<Elem, L, true>(f, left.data(), right.data(), A.data(), B.data());
 }
 
 // A alone: the segment sweep's first pass needs no B.
 template <class Elem, size_t L, class T, class F>
 ASCAN_ALWAYS_INLINE void left_jacobian(const F& f, const std::array<T, L>& left, const std::array<T, L>& right,
                                        std::array<T, L * L>& A) {
-  dual_jacobians<Elem, L, false>(f, left, right, A, static_cast<std::array<T, L * L>*>(nullptr));
+  ascan::detail::dual_jacobians<Elem, L, false>(f, left.data(), right.data(), A.data(), static_cast<T*>(nullptr));
 }
 
 template <size_t N, class T>

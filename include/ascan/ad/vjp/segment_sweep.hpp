@@ -450,36 +450,28 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   // Tiles are claimed in chain order, so the one waited for is always running or done.
   const int64_t last_tiles = tiles - full_tiles;
   const auto tile_at = [&](int64_t p) { return p < last_tiles ? full_tiles + p : full_tiles - 1 - (p - last_tiles); };
-  std::vector<std::atomic<uint8_t>> done(static_cast<size_t>(tiles));
-  std::atomic<int64_t> next{0};
-  std::atomic<bool> failed{false};
+  ascan::detail::ItemChain chain(tiles);
   const int workers = static_cast<int>(std::min<int64_t>(ascan::num_threads(), tiles));
   // A worker claims its next tile when it starts step 3 of the current one (whose data is then
   // resident), to fetch the next one's streams meanwhile. Tiles still start in chain order, and a
   // claimed tile's predecessor is published or owned by a worker that does not wait before it.
-  ascan::detail::run_workers(workers, [&](int) {
+  chain.run(workers, [&](int) {
     const auto tile_buf = std::make_unique<Tile>(buffer_steps);
     const std::unique_ptr<State> state(new State);
     Tile& r = *tile_buf;
-    const auto claim = [&] { return next.fetch_add(1, std::memory_order_relaxed); };
-    int64_t p = claim();
+    int64_t p = chain.claim();
     bool fetched = false;  // p's streams were fetched during the previous tile's step 3
-    while (p < tiles && !failed.load(std::memory_order_relaxed)) {
-      try {
-        set_tile(tile_at(p), r);
-        if (fetch_tiles && !fetched) fetch_tile(tile_at(p), 0, 1);
-        if (S > 1) pass1(r, *state);  // one segment per column: g_{t1} = 0, A_{t1} = 0 (a_end)
-        if (p > 0 && !ascan::detail::wait_published(done[p - 1], failed)) return;
-        pass2(r);
-        done[p].store(1, std::memory_order_release);
-        const int64_t p_next = claim();
-        fetched = fetch_tiles && resident && p_next < tiles;
-        pass3(r, *state, fetched ? tile_at(p_next) : -1);
-        p = p_next;
-      } catch (...) {
-        failed.store(true);
-        throw;
-      }
+    while (p < tiles && !chain.failed()) {
+      set_tile(tile_at(p), r);
+      if (fetch_tiles && !fetched) fetch_tile(tile_at(p), 0, 1);
+      if (S > 1) pass1(r, *state);  // one segment per column: g_{t1} = 0, A_{t1} = 0 (a_end)
+      if (p > 0 && !chain.wait(p - 1)) return;
+      pass2(r);
+      chain.publish(p);
+      const int64_t p_next = chain.claim();
+      fetched = fetch_tiles && resident && p_next < tiles;
+      pass3(r, *state, fetched ? tile_at(p_next) : -1);
+      p = p_next;
     }
   });
   // Summed leaves: the segments of a column in order, into the column's slot.
