@@ -169,15 +169,14 @@ struct TotalsIo {
 // ---- long rows: reduce each span, scan the span totals, rescan each span from its carry -------
 //
 // CUB's single-pass scan keeps a value type other than a primitive in separate look-back
-// descriptors fenced per tile, and shrinks its tiles for large values: on an H200 the linear
-// recurrence over one row of 2^28 elements ran at 0.31 of a copy's bandwidth and the adjoint's
-// 24-byte affine elements (2 per thread) at 4.3x the forward. Rows of at least
-// kMinSpanSegment positions take three launches instead: a block per span of consecutive
-// positions folds it to its total (every span but each row's last), CUB scans those few totals by
-// row (in place, as the lane engine's chunk totals), and a block per span rescans it from the
-// total before it. Each thread takes kItems consecutive positions of a tile, scans them in
-// registers, and the block scans the threads' totals in order (warp shuffles, then the warps'
-// totals); nothing assumes an identity element or commutativity.
+// descriptors fenced per tile, and shrinks its tiles for large values, which leaves scans of such
+// values far below a copy's bandwidth. Rows of at least kMinSpanSegment positions take three
+// launches instead: a block per span of consecutive positions folds it to its total (every span but
+// each row's last), CUB scans those few totals by row (in place, as the lane engine's chunk
+// totals), and a block per span rescans it from the total before it. Each thread takes kItems
+// consecutive positions of a tile, scans them in registers, and the block scans the threads' totals
+// in order (warp shuffles, then the warps' totals); nothing assumes an identity element or
+// commutativity.
 
 inline constexpr int kSpanThreads = 128;
 inline constexpr int64_t kMinSpanSegment = 4096;
@@ -190,10 +189,9 @@ inline constexpr int span_items() {
 
 // Whether the span kernel moves a tile through shared memory, to load (values of at most 32
 // bytes) and store it with consecutive threads at consecutive positions: Io types that load and
-// store plain leaf elements say so (LeafIo). On an H200, 2^28 elements: the forward's packed rows
-// of 7 lanes 1.28 -> 0.98 ms (add), the linear recurrence's 7 lanes (56-byte values) 5.4 -> 4.2 ms
-// by staged stores alone; the adjoint's elements, computed from three tensors per load and
-// store, ran slower staged (1-D linear recurrence 6.4 -> 7.2 ms staging the stores, 10.9 both).
+// store plain leaf elements say so (LeafIo); staged stores pay even for values too large to
+// stage their loads. The adjoint's elements, computed from three tensors per load and store, ran
+// slower staged.
 template <class Io>
 inline constexpr bool stages_tiles() {
   if constexpr (requires { Io::kStagedTiles; }) return Io::kStagedTiles;
@@ -201,8 +199,7 @@ inline constexpr bool stages_tiles() {
 }
 
 // Whether rows of kMinSpanSegment positions take the span engine (default) or stay with CUB: the
-// one-leaf adjoint's 8-byte affine elements ran faster in CUB (2^28 elements: 3.5 ms, against
-// 4.2-4.9 in spans).
+// one-leaf adjoint's 8-byte affine elements ran faster in CUB.
 template <class Io>
 inline constexpr bool span_engine_pays() {
   if constexpr (requires { Io::kSpanEngine; }) return Io::kSpanEngine;
@@ -233,8 +230,7 @@ __device__ __forceinline__ E shfl_up_value(const E& v, unsigned delta) {
 // A tile's values in shared memory as 32-bit words, word-major, one padding word after every 32
 // positions: a thread's kItems consecutive positions and 32 consecutive positions (a warp's
 // striped access) both fall in 32 different banks. (Values stored whole were read with 8- to
-// 16-way bank conflicts: the linear recurrence over one row of 2^28 elements took 3.0 ms, 2.0 ms
-// with this layout, on an H200.)
+// 16-way bank conflicts.)
 template <class E, int kTile>
 struct StageTile {
   static constexpr int kWords = static_cast<int>((sizeof(E) + 3) / 4);
@@ -266,8 +262,7 @@ __global__ void __launch_bounds__(kSpanThreads) span_kernel(Io io, Op op, SpanLa
   constexpr int kWarps = kSpanThreads / 32;
   __shared__ E warp_total[kWarps];
   // The tile's values, loaded and stored by consecutive threads (a thread's own kItems positions
-  // are a sector apart from its neighbour's: each warp instruction touched 32 sectors, and the
-  // stores ran at 18 % of the memory bandwidth).
+  // are a sector apart from its neighbour's: each warp instruction touched 32 sectors).
   constexpr bool kStageStores = stages_tiles<Io>(), kStageLoads = kStageStores && sizeof(E) <= 32;
   __shared__ StageTile<E, kStageStores ? kTile : 32> stage;
   const int64_t spans = kStore ? lay.spans_per_seg : lay.spans_per_seg - 1;
@@ -428,19 +423,15 @@ inline constexpr int kLaneThreads = 256;
 
 // Chunk totals are stored lane-major, totals[lane * (chunks - 1) + c], so phase 2 is one by-key
 // scan over runs of chunks - 1 (a sequential pass per lane serialised thousands of dependent
-// global-memory round trips when lanes are few and chunks many: on an H200, [T, 7] gradients
-// ran 10-55x slower than their forward).
+// global-memory round trips when lanes are few and chunks many).
 ASCAN_HD inline int64_t total_slot(const LaneLayout& lay, int64_t lane, int64_t c) {
   return lane * (lay.chunks - 1) + c;
 }
 
-// A lane's steps are loaded lane_batch<E>() at a time before they are combined. On an H200, 2^28
-// elements: one load in flight per thread left the forward on [T, 256] at 0.39-0.49 of a copy's
-// bandwidth; 8 steps at a time took the add 1.32 -> 0.85-0.88 ms, the linear recurrence 2.09 ->
-// 1.67-1.69, the adjoints of values of 8 bytes (add) on [T, 7] 3.39 -> 2.35-2.37 and [T, 256]
-// 2.66 -> 2.23-2.24. The adjoint's larger values (the linear recurrence's 24-byte affine maps)
-// load one step at a time: 2 at a time took [T, 256] 5.07 -> 6.31 ms (and [T, 7] 12.0 -> 8.5),
-// 4 at a time 9.8 and 10.4, 8 at a time 9.8 and 10.4.
+// A lane's steps are loaded lane_batch<E>() at a time before they are combined: one load in
+// flight per thread leaves a lane scan well below a copy's bandwidth. The adjoint's larger values
+// (the linear recurrence's 24-byte affine maps) load one step at a time: batches of them did not
+// pay.
 template <class E>
 inline constexpr int lane_batch() {
   return sizeof(E) <= 8 ? 8 : 1;

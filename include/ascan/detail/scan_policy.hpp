@@ -31,7 +31,8 @@ struct ThreadPolicy {
   // re-reading the block) costs twice a plain loop. Chosen by size, so results still do not
   // depend on the thread count.
   static constexpr int64_t one_pass_max_elements = 1 << 19;
-  // Pauses (about 1-2 us) a worker spins on its predecessor before it yields the core.
+  // Pauses a worker spins on its predecessor before it yields the core: a predecessor about to
+  // finish is waited for without a trip through the scheduler.
   static constexpr int spins_before_yield = 64;
 };
 

@@ -25,11 +25,8 @@ namespace ascan::detail {
 
 // Copies `bytes` bytes from `src` to `dst` (no overlap); the aligned middle is written with
 // streaming stores, the unaligned head and tail with plain ones. With AVX-512 each store writes
-// a whole 64-byte line: on an AMD EPYC Zen 5 VM (2 threads, float32, alternating runs of one
-// binary, medians of 3, ms) that took the 1-D add of 2^25 elements from 6.5-7.2 to 5.4-6.2,
-// [2^25 / 7, 7] from 7.6-10.7 to 6.1-6.7 and the reverse 1-D add from 6.8-8.8 to 5.9-6.5 against
-// two 32-byte stores per line (the linear recurrence within noise). Call stream_fence() before
-// another thread is told the data is there.
+// a whole 64-byte line, one store per line instead of two 32-byte ones. Call stream_fence()
+// before another thread is told the data is there.
 inline void stream_copy(void* dst, const void* src, size_t bytes) {
 #if ASCAN_HAS_STREAM_STORES
 #if defined(__AVX512F__)
@@ -88,8 +85,7 @@ ASCAN_STREAM_INLINE void store_line(T* p, const Line<T>& v) {
 // Writes the line v to dst (64-byte aligned) with streaming stores. Storing each line as it is
 // computed keeps the writes interleaved with the kernel's loads: a row computed into a scratch
 // buffer and streamed out afterwards (stream_copy) issues its stores in one burst, during which
-// the loads of the next row wait (an adjoint sweep over [16384, 1024] float32 on two threads ran
-// 1.3-1.6 ms slower that way, of about 6).
+// the loads of the next row wait.
 template <class T>
 ASCAN_STREAM_INLINE void stream_line(T* dst, const Line<T>& v) {
   // The float / double forms of the streaming stores: their pointer types are T's own, so the

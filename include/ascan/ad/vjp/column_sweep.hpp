@@ -16,14 +16,14 @@ namespace ascan::ad::detail {
 //   the steps in the lanes (float64 accumulators for float), other broadcast leaves are reduced
 //   from a full-shape gradient.
 // Items narrower than ColumnSweepPolicy::padded_lanes ([T, 7]) run their lane loops over a compile-time count n of
-// 8 or 16 lanes: a loop of 7 runtime iterations is all scalar remainder (it was 5x slower per
-// element than wide rows). The w real lanes sit at [lo, lo + w) of the n; the others are
-// padding, whose results are never stored. Packed rows (a step's w lanes adjacent to the next
-// step's in every stream: [T, 7]) are read and written in place as windows that reach into the
-// steps swept after this one (lower indices forward, higher in reverse): pad lanes read real
-// neighbouring elements, and what they write there is overwritten when that step comes. Steps
-// whose window would leave the column, and layouts that are not packed, are staged through
-// small buffers (copying every row measured 2x slower than the windows).
+// 8 or 16 lanes: a loop of 7 runtime iterations is all scalar remainder. The w real lanes sit at
+// [lo, lo + w) of the n; the others are padding, whose results are never stored. Packed rows (a
+// step's w lanes adjacent to the next step's in every stream: [T, 7]) are read and written in
+// place as windows that reach into the steps swept after this one (lower indices forward, higher
+// in reverse): pad lanes read real neighbouring elements, and what they write there is
+// overwritten when that step comes. Steps whose window would leave the column, and layouts that
+// are not packed, are staged through small buffers (copying every row costs more than the
+// windows).
 
 template <class Elem, size_t L, class T, class F>
 std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::PointwisePlan& plan,

@@ -112,7 +112,7 @@ struct GradOutputs {
 
 
 // Lanes per work item of the column sweep, at most: 512 (rows of 2 KiB float per stream walk
-// backwards at streaming speed; 64-lane rows ran at half of it), fewer for large L so that the
+// backwards at streaming speed, narrower ones slower), fewer for large L so that the
 // per-lane state (g, A_{s+1}, row buffers: about L² + 4L values per lane) stays in a 32 KiB
 // stack frame. The state lives on the stack so the compiler sees that the tensors' rows do not
 // alias it, and vectorises the lane loops.

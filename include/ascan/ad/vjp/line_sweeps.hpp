@@ -24,7 +24,7 @@ namespace ascan::ad::detail {
 // along the scan and summed); lanes are cut into items as there (sweep_lanes).
 // Each step prefetches the lines it will read LineSweepPolicy::prefetch_rows steps later: an item reads
 // up to 2 KiB of each row, rows a row stride apart going down, which the hardware prefetchers
-// followed poorly (the loads of ḡ took half of the sweep's samples in a profile).
+// followed poorly.
 
 template <class T, size_t L>
 std::vector<Tensor<T>> first_order_vjp_lines(const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,

@@ -139,8 +139,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   // caches. Part `part` of `parts` of tile `tile`'s stretch (of every stream) is fetched: a worker
   // fetches its next tile in parts while its step 3 runs on resident buffers, so the fetch
   // overlaps arithmetic instead of preceding it. The fetch reads a byte of every line: software
-  // prefetches of the same lines did not change the sweep's time at all (1-D [2^22] float32
-  // linear recurrence, 18.5 ms backward with or without them, 14.9 ms with the reads).
+  // prefetches of the same lines did not change the sweep's time at all, the reads did.
   const bool fetch_tiles = plan.num_columns == 1;
   const auto fetch_tile = [&](int64_t tile, int64_t part, int64_t parts) {
     const TileSpan t = span_of(tile);  // its first lane's first step to its last lane's last
@@ -171,8 +170,8 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   };
   // Stages steps q0 .. q0 + qn - 1 (relative to the lanes' t0) of a run of m lanes. The loops
   // use local pointers and strides only: the copies' stores may alias anything the lambdas
-  // capture by reference, which would be reloaded after every copy (that made staging 2x
-  // slower than the arithmetic it feeds).
+  // capture by reference, which would be reloaded after every copy (that made staging cost more
+  // than the arithmetic it feeds).
   const auto stage_run = [&](Tile& r, int64_t j, int64_t m, int64_t q0, int64_t qn) {
     const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0, ydir = dir * step, row0 = (resident ? q0 : 0) * VW;
     for (size_t l = 0; l < L; ++l) {
@@ -201,9 +200,8 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
     const int64_t ob = out_base[r.n[j]], s0 = r.t0[j] + q0;
     // The next stage's stretch of every stream (the lanes walk VW * L * 4 of them, more than
     // the hardware prefetchers follow), so its loads hit while this stage is computed. Also
-    // for one column block, whose tile fetch_tile read in order: without it, 1-D [2^22] took
-    // 1.3x as long when that read preceded the tile (partly evicted by the time a late stage
-    // was staged).
+    // for one column block, whose tile fetch_tile read in order: when that read preceded the
+    // tile, it was partly evicted by the time a late stage was staged.
     if (q0 >= Q) {
       constexpr int64_t line = 64 / sizeof(T);
       const int64_t i0 = at(s0 - Q), i1 = at(s0 - 1), lo = std::min(i0, i1), hi = std::max(i0, i1);
