@@ -6,7 +6,7 @@
 // level's pairs, and f returns the m results the same way. The operands are gathered from their
 // rows (the even and odd positions of the level below) with fixed-size copies for small slices,
 // so a chain of 2x2 matrix products costs its arithmetic and about a dozen row copies per element
-// instead of two Tensor calls per element. Longer scans fold runs of rows side by side
+// instead of two Tensor calls per element. Longer scans fold segments of rows side by side
 // (scan_interleaved, below): 2 combines and 2 row copies per element.
 #pragma once
 
@@ -75,14 +75,14 @@ void zip_leaves(S& a, const S& b, Fn&& fn) {
 // docs/performance/history.md under their names.
 struct BatchedPolicy {
   // Scans of up to chunk_bytes of slices (all leaves), and at least chunk_min_rows rows, run the
-  // tree (Generic mode's association); longer ones fold runs side by side (scan_interleaved).
+  // tree (Generic mode's association); longer ones fold segments side by side (scan_interleaved).
   // The tree's levels go through memory, so a chain of trees over cache-sized chunks beats one
   // tree over the whole scan.
   static constexpr int64_t chunk_bytes = int64_t{128} << 10;
   static constexpr int64_t chunk_min_rows = 1024;
-  // scan_interleaved: runs per group such that one step's batch (all runs) holds about
-  // interleaved_batch_bytes of slices (fewer runs: a shorter tree over their totals), with at
-  // least interleaved_min_steps rows per run.
+  // scan_interleaved: segments per group such that one step's batch (all segments) holds about
+  // interleaved_batch_bytes of slices (fewer segments: a shorter tree over their totals), with at
+  // least interleaved_min_steps rows per segment.
   static constexpr int64_t interleaved_batch_bytes = int64_t{16} << 10;
   static constexpr int64_t interleaved_min_steps = 16;
   // Groups of this many bytes of slices, each on one thread and chained: larger groups scanned
@@ -281,11 +281,11 @@ struct BatchedGenericScan {
   }
 
   // Long scans (more rows than one chunk of the tree, above) go in groups of rows that stay in
-  // a core's cache. A group is cut into runs of K consecutive rows (the last one shorter),
-  // scanned side by side: step k combines every run's prefix with its row k in one call of f, a
-  // batch of one pair per run. A first pass folds the runs into their totals and the tree scans
-  // them (its last row is the group's total); a second pass folds every run again from what
-  // precedes it (the carry into the group combined with the totals of the runs before it) and
+  // a core's cache. A group is cut into segments of K consecutive rows (the last one shorter),
+  // scanned side by side: step k combines every segment's prefix with its row k in one call of f, a
+  // batch of one pair per segment. A first pass folds the segments into their totals and the tree scans
+  // them (its last row is the group's total); a second pass folds every segment again from what
+  // precedes it (the carry into the group combined with the totals of the segments before it) and
   // writes its rows. The group is transposed to step-major rows once, so each step's operands
   // are views, and the second pass's results are transposed back into y: each element costs 2
   // combines and 2 row copies, where a chain of trees over cache-sized chunks costs 3 combines
@@ -309,7 +309,7 @@ struct BatchedGenericScan {
         const int64_t g = items.claim();
         if (g >= groups) return;
         const int64_t g0 = g * group, len = std::min(group, n - g0);
-        const int64_t runs = std::clamp<int64_t>(BatchedPolicy::interleaved_batch_bytes / row_bytes(), 1,
+        const int64_t segments = std::clamp<int64_t>(BatchedPolicy::interleaved_batch_bytes / row_bytes(), 1,
                                                  std::max<int64_t>(1, len / BatchedPolicy::interleaved_min_steps));
         // Called between the passes with the group's total: publishes the group's carry out and
         // sets the carry into it (null for the first); false when another group failed.
@@ -325,7 +325,7 @@ struct BatchedGenericScan {
           items.publish(g);
           return true;
         };
-        if (!serial.scan_runs(f, every(x, g0, 1), len, every(y, g0, 1), runs, chain, g == 0)) return;
+        if (!serial.scan_segments(f, every(x, g0, 1), len, every(y, g0, 1), segments, chain, g == 0)) return;
       }
     });
   }
@@ -334,17 +334,17 @@ struct BatchedGenericScan {
   // takes the group's total (one row) and sets the carry into the group (null: none); false from
   // it (the chain failed elsewhere) ends the scan with false.
   template <class F, class Chain>
-  bool scan_runs(const F& f, const std::vector<RowSet>& x, int64_t n, const std::vector<RowSet>& y, int64_t runs,
+  bool scan_segments(const F& f, const std::vector<RowSet>& x, int64_t n, const std::vector<RowSet>& y, int64_t segments,
                  const Chain& chain, bool top) const {
-    // Rows per run, odd: with a power-of-two stride between the runs' rows the rows of one step
+    // Rows per segment, odd: with a power-of-two stride between the segments' rows the rows of one step
     // of a tile (in the transposes) would map to few cache sets.
-    const int64_t K = std::min((n + runs - 1) / runs | 1, n);
-    const int64_t C = (n + K - 1) / K;  // runs, the last of n - (C - 1) K rows (only it may end early)
+    const int64_t K = std::min((n + segments - 1) / segments | 1, n);
+    const int64_t C = (n + K - 1) / K;  // segments, the last of n - (C - 1) K rows (only it may end early)
     const int64_t last_len = n - (C - 1) * K;
     // Runs that hold step k: all but the last one past its length.
     const auto held = [&](int64_t k) { return k >= last_len ? C - 1 : C; };
-    // The transposes between run-major rows (row c K + k of the group is row k of run c) and
-    // step-major ones, in tiles of runs: copy(t0, k, rows) moves step k of runs [t0, t0 + rows),
+    // The transposes between segment-major rows (row c K + k of the group is row k of segment c) and
+    // step-major ones, in tiles of segments: copy(t0, k, rows) moves step k of segments [t0, t0 + rows),
     // contiguous rows on the step-major side.
     const int64_t tile = std::max<int64_t>(4, BatchedPolicy::transpose_tile_bytes / row_bytes());
     const auto transpose = [&](const auto& copy) {
@@ -353,13 +353,13 @@ struct BatchedGenericScan {
         for (int64_t k = 0; k < K; ++k) copy(t0, k, k >= last_len && t1 == C ? t1 - t0 - 1 : t1 - t0);
       }
     };
-    // x transposed to step-major rows: row k C + c is row k of run c.
+    // x transposed to step-major rows: row k C + c is row k of segment c.
     X xt = alloc(K * C);
     const std::vector<RowSet> xt_rows = rows_of(xt);
     transpose([&](int64_t t0, int64_t k, int64_t rows) {
       for (size_t l = 0; l < x.size(); ++l) copy_rows(xt_rows[l].every(k * C + t0, 1), x[l].every(t0 * K + k, K), rows);
     });
-    // Step k of both passes: the runs' prefixes through step k - 1 (held(k - 1) rows) combined
+    // Step k of both passes: the segments' prefixes through step k - 1 (held(k - 1) rows) combined
     // with their rows k.
     const auto fold_step = [&](const X& prev, int64_t k) {
       const int64_t h = held(k);
@@ -367,7 +367,7 @@ struct BatchedGenericScan {
       check(r, h);
       return r;
     };
-    // Pass 1: the runs' totals (the last run's when it ends), then their inclusive scan.
+    // Pass 1: the segments' totals (the last segment's when it ends), then their inclusive scan.
     X totals = alloc(C);
     const std::vector<RowSet> total_rows = rows_of(totals);
     X acc = view_rows(xt, 0, C);
@@ -383,8 +383,8 @@ struct BatchedGenericScan {
     scan(f, total_rows, C, rows_of(prefix), false);
     const X* carry = nullptr;
     if (!chain(view_rows(prefix, C - 1, C), carry)) return false;
-    // What run c starts from: row c of `starts` (the carry, then the carry combined with the
-    // prefixes), or without a carry row c - 1 of the prefixes (run 0 from nothing).
+    // What segment c starts from: row c of `starts` (the carry, then the carry combined with the
+    // prefixes), or without a carry row c - 1 of the prefixes (segment 0 from nothing).
     X starts;
     if (carry) {
       starts = alloc(C);
@@ -397,14 +397,14 @@ struct BatchedGenericScan {
     } else {
       starts = view_rows(prefix, 0, C - 1);
     }
-    // Pass 2: every run from what precedes it; each step's results are kept, then written to y
+    // Pass 2: every segment from what precedes it; each step's results are kept, then written to y
     // transposed back.
-    std::vector<X> steps;  // step k: rows for runs [0, held(k))
+    std::vector<X> steps;  // step k: rows for segments [0, held(k))
     steps.reserve(static_cast<size_t>(K));
     if (carry) {
       steps.push_back(f(starts, view_rows(xt, 0, C)));
       check(steps[0], C);
-    } else {  // run 0's row 0 as it is, the others after their starts
+    } else {  // segment 0's row 0 as it is, the others after their starts
       steps.push_back(alloc(C));
       copy(rows_of(steps[0]), xt_rows, 1);
       if (C > 1) {

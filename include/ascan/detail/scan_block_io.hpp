@@ -29,9 +29,9 @@ inline PointwiseRunner<X, F, Epi>::PointwiseRunner(const F& f, const typename No
   // row is wide). Leaves that are not contiguous over a bundle are gathered into lanes per row.
   if (plan.run < BlockPolicy::max_lanes && !plan.trivial_columns && !plan.column_extents.empty() &&
       plan.out_column_strides.back() == plan.run && plan.column_extents.back() > 1) {
-    line_extent_ = plan.column_extents.back();
-    bundle_ = std::min(line_extent_, BlockPolicy::max_lanes / plan.run);
-    bundles_per_line_ = (line_extent_ + bundle_ - 1) / bundle_;
+    bundled_extent_ = plan.column_extents.back();
+    bundle_ = std::min(bundled_extent_, BlockPolicy::max_lanes / plan.run);
+    bundles_per_extent_ = (bundled_extent_ + bundle_ - 1) / bundle_;
     group_lanes_ = bundle_ * plan.run;
   }
   int64_t bytes_per_lane_row = 0;
@@ -120,7 +120,7 @@ inline PointwiseRunner<X, F, Epi>::PointwiseRunner(const F& f, const typename No
       num_blocks_ = (T_ + lead_ + rows_ - 1) / rows_;
     }
   }
-  const int64_t num_groups = bundle_ > 1 ? plan.num_columns / line_extent_ * bundles_per_line_
+  const int64_t num_groups = bundle_ > 1 ? plan.num_columns / bundled_extent_ * bundles_per_extent_
                                          : plan.num_columns * groups_per_column_;
   num_items_ = num_groups * num_blocks_;
   if constexpr (Epi::active) {
@@ -276,9 +276,9 @@ inline auto PointwiseRunner<X, F, Epi>::item_rows(int64_t item) const -> ItemRow
   Group g;
   int64_t c, j0 = 0;
   if (bundle_ > 1) {
-    const int64_t line = gi / bundles_per_line_, k0 = (gi - line * bundles_per_line_) * bundle_;
-    c = line * line_extent_ + k0;
-    g.cols = std::min(bundle_, line_extent_ - k0);
+    const int64_t line = gi / bundles_per_extent_, k0 = (gi - line * bundles_per_extent_) * bundle_;
+    c = line * bundled_extent_ + k0;
+    g.cols = std::min(bundle_, bundled_extent_ - k0);
     g.w = g.cols * plan_.run;
   } else {
     c = gi / groups_per_column_;

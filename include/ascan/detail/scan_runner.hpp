@@ -155,7 +155,7 @@ class PointwiseRunner {
   Ptrs x_data_, y_data_;
   Steps x_step_;
   int64_t y_step_;
-  int64_t bundle_ = 1, line_extent_ = 1, bundles_per_line_ = 1, max_elem_bytes_ = 1;
+  int64_t bundle_ = 1, bundled_extent_ = 1, bundles_per_extent_ = 1, max_elem_bytes_ = 1;
   Steps bundle_stride_{};        // a leaf's stride between the columns of a bundle
   std::array<bool, L> gather_{};  // leaf rows are gathered into lanes (see lanes_of)
   bool any_gather_ = false;
