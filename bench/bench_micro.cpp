@@ -60,7 +60,7 @@ struct RowData {
   }
 };
 
-// The library's loop (pointwise_scan.hpp): accumulators in a local array, f per lane with a
+// The library's loop (scan_local.hpp): accumulators in a local array, f per lane with a
 // runtime lane count, then the row copied out.
 void row_loop_add(const float* x, float* y, int64_t rows, int64_t w) {
   alignas(64) std::array<float, kLanes> acc;

@@ -3,8 +3,9 @@
 // Forward results are checked against the sequential reference (exact for integer combines,
 // within the rounding bound for floats); gradients against float64 directional finite
 // differences with random cotangents and directions, and float32 gradients against float64 ones.
-// Each case also checks that the forced engine ran, so a change of a threshold in the policy
-// structs cannot silently move coverage away from an engine.
+// A forced local scan counts the blocks it ran and each case expects some; a forced adjoint path
+// that does not apply throws, so a gradient case that passes ran its path. A change of a threshold
+// in the policy structs cannot silently move coverage away from an engine.
 #include <gtest/gtest.h>
 
 #include <ascan/ascan.hpp>
@@ -336,16 +337,20 @@ struct GradShape {
   int64_t dim;
 };
 
-// Boundary shapes of the adjoint paths: one step, two, one long sequence, rows of 2 and 3 lanes
-// (the column sweep's minimum), of 7, of 16 and 17 (the padded items' width), 48 (wide items),
-// 130 (more than a line sweep's minimum for the product), many one-lane columns contiguous along
-// the scan ([B, T] along T), a scan in the middle, and broadcast leaves (a decay constant along
-// the scan, one value over the lanes).
+// Boundary shapes of the adjoint paths: one step, two, a sequence, rows of 2 and 3 lanes (the
+// column sweep's minimum), of 7, of 16 and 17 (the padded items' width), 48 (wide items), 130
+// (more than a line sweep's minimum for the product), one-lane columns contiguous along the scan
+// ([B, T] along T), a scan in the middle, broadcast leaves (a decay constant along the scan, one
+// value over the lanes), and the sizes past the segment sweep's segment (512 steps), its
+// whole-column mode (256 columns or more) and a line sweep's item (512 lanes).
 const std::vector<GradShape> kGradShapes = {
     {{1}, {1}, 0},           {{2}, {2}, 0},           {{300}, {300}, 0},       {{40, 2}, {40, 2}, 0},
     {{40, 3}, {40, 3}, 0},   {{30, 7}, {30, 7}, 0},   {{20, 16}, {20, 16}, 0}, {{10, 17}, {10, 17}, 0},
     {{6, 48}, {6, 48}, 0},   {{5, 130}, {5, 130}, 0}, {{6, 60}, {6, 60}, 1},   {{3, 20, 5}, {3, 20, 5}, 1},
-    {{1, 7}, {30, 7}, 0},    {{30, 1}, {30, 7}, 0},   {{2, 1, 9}, {2, 25, 9}, 1}};
+    {{1, 7}, {30, 7}, 0},    {{30, 1}, {30, 7}, 0},   {{2, 1, 9}, {2, 25, 9}, 1},
+    // Longer than one segment of the segment sweep (its two passes and the chain between them),
+    // many one-lane columns (whole columns as its lanes), rows wider than a line sweep's item.
+    {{1100}, {1100}, 0},     {{600, 2}, {600, 2}, 0}, {{300, 16}, {300, 16}, 1}, {{3, 600}, {3, 600}, 0}};
 
 void adjoint_path(AdjointPath p, const std::vector<Grad>& gs) {
   uint64_t seed = 500;

@@ -26,3 +26,19 @@
 #else
 #define ASCAN_HOST_INLINE
 #endif
+
+// The host kernels (the pointwise scan's runner and local scans, the register transposes,
+// streaming stores, the gradient sweeps) live in an inline namespace named after the vector ISA
+// the translation unit is compiled for: two files built with different -march flags (a user's
+// file and the library, or a .cu file's host code) then instantiate differently named functions
+// instead of one symbol with two calling conventions for its vector arguments (an ODR violation
+// the linker would resolve by picking either).
+#if defined(__AVX512F__)
+#define ASCAN_ISA_NAMESPACE isa_avx512
+#elif defined(__AVX2__) && defined(__FMA__)
+#define ASCAN_ISA_NAMESPACE isa_avx2
+#elif defined(__AVX__)
+#define ASCAN_ISA_NAMESPACE isa_avx
+#else
+#define ASCAN_ISA_NAMESPACE isa_base
+#endif

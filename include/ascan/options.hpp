@@ -33,7 +33,7 @@ struct Generic {
 // The odd/even tree then calls f once per level and thread instead of once per pair, so
 // small slices (2x2 matrices) cost their arithmetic, not a Tensor call each. Up to one chunk of
 // rows (128 KiB of slices, at least 1024) the association is Generic mode's (equal results,
-// bitwise); longer scans fold runs of consecutive rows side by side, one pair per run in each
+// bitwise); longer scans fold segments of consecutive rows side by side, one pair per segment in each
 // call (about 2 combines per element, as the tree), and their results, like every scan's, do not
 // depend on the thread count. Each scan checks its first and last pair of the first batch against f on
 // their slices alone (ascan::Error on a mismatch). Under autodiff (ad::associative_scan) f is

@@ -17,9 +17,11 @@
 // epilogue's prologue (FirstOrderEpilogue::fill_inputs).
 #pragma once
 
+#include "ascan/config.hpp"
 #include "ascan/ad/vjp/line_sweeps.hpp"
 
 namespace ascan::ad::detail {
+inline namespace ASCAN_ISA_NAMESPACE {
 
 using ascan::detail::AdjointPath;
 
@@ -145,4 +147,5 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
   }
 }
 
+}  // namespace ASCAN_ISA_NAMESPACE
 }  // namespace ascan::ad::detail

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ascan/config.hpp"
 #include "ascan/detail/scan_policy.hpp"
 
 namespace ascan::detail {
+inline namespace ASCAN_ISA_NAMESPACE {
 
 // V x V blocks of float or double (vectors of VectorPolicy::bytes) transposed in registers: V sequences' stretches
 // of V steps become V steps across the sequences, and back. Used where independent stretches of
@@ -82,4 +84,5 @@ struct BlockTranspose<T> {
   }
 };
 
+}  // namespace ASCAN_ISA_NAMESPACE
 }  // namespace ascan::detail

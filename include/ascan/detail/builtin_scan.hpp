@@ -4,7 +4,7 @@
 // double tensors does not depend on anything in the user's file, so it is instantiated in
 // src/builtin_scan.cpp and called through these declarations: a user file that includes
 // ascan.hpp compiles no kernel for it (docs/design.md §2). The kernels are the same templates a
-// user combine instantiates, so results are bitwise those of the header path.
+// user combine instantiates: with the same compiler flags, results are bitwise the header path's.
 #pragma once
 
 #include <cstdint>

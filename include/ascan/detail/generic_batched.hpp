@@ -71,7 +71,7 @@ void zip_leaves(S& a, const S& b, Fn&& fn) {
   zip_leaves(a, b, fn, l);
 }
 
-// Batched Generic mode's knobs (docs/design.md §3); the measurements that chose them are in
+// Batched Generic mode's knobs (docs/design.md §2); the measurements that chose them are in
 // docs/performance/history.md under their names.
 struct BatchedPolicy {
   // Scans of up to chunk_bytes of slices (all leaves), and at least chunk_min_rows rows, run the
@@ -341,7 +341,7 @@ struct BatchedGenericScan {
     const int64_t K = std::min((n + segments - 1) / segments | 1, n);
     const int64_t C = (n + K - 1) / K;  // segments, the last of n - (C - 1) K rows (only it may end early)
     const int64_t last_len = n - (C - 1) * K;
-    // Runs that hold step k: all but the last one past its length.
+    // Segments that hold step k: all but the last one past its length.
     const auto held = [&](int64_t k) { return k >= last_len ? C - 1 : C; };
     // The transposes between segment-major rows (row c K + k of the group is row k of segment c) and
     // step-major ones, in tiles of segments: copy(t0, k, rows) moves step k of segments [t0, t0 + rows),

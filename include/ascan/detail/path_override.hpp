@@ -1,5 +1,5 @@
 // path_override.hpp — a test-only way to force the host scan's local scan and the gradient's
-// adjoint path by name (docs/design.md §6), so that tests reach every engine whatever the
+// adjoint path by name (docs/design.md §2, §9), so that tests reach every engine whatever the
 // thresholds in the policy structs say.
 //
 // Not for users: the forced choice is process-wide (a scan's blocks run on the pool's threads),

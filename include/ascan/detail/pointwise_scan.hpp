@@ -7,12 +7,14 @@
 // scan_chain.hpp (ItemChain) and scan_policy.hpp.
 #pragma once
 
+#include "ascan/config.hpp"
 #include "ascan/detail/scan_block_io.hpp"
 #include "ascan/detail/scan_chain.hpp"
 #include "ascan/detail/scan_local.hpp"
 #include "ascan/detail/scan_runner.hpp"
 
 namespace ascan::detail {
+inline namespace ASCAN_ISA_NAMESPACE {
 
 template <class X, class F, class Epi>
 inline void PointwiseRunner<X, F, Epi>::run() {
@@ -249,4 +251,5 @@ void pointwise_scan(const F& f, const typename Tree<X>::Flat& xs, const typename
   PointwiseRunner<X, F, Epi>(f, xs, ys, plan, reverse, epi).run();
 }
 
+}  // namespace ASCAN_ISA_NAMESPACE
 }  // namespace ascan::detail

@@ -5,9 +5,11 @@
 // prefetches of the next block's inputs.
 #pragma once
 
+#include "ascan/config.hpp"
 #include "ascan/detail/scan_runner.hpp"
 
 namespace ascan::detail {
+inline namespace ASCAN_ISA_NAMESPACE {
 
 // Lays the output out as work items: column groups of lanes, blocks of rows, bundles of narrow
 // columns, scratch for streamed blocks, and which local scans the layout allows.
@@ -331,4 +333,5 @@ inline auto PointwiseRunner<X, F, Epi>::carry_row(int64_t item) const -> Ptrs {
   return p;
 }
 
+}  // namespace ASCAN_ISA_NAMESPACE
 }  // namespace ascan::detail

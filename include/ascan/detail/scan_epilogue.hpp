@@ -2,8 +2,11 @@
 // each block's output rows while they are in cache) or a prologue (inputs made per block).
 #pragma once
 
+#include "ascan/config.hpp"
+
 
 namespace ascan::detail {
+inline namespace ASCAN_ISA_NAMESPACE {
 
 // No epilogue: a scan's final rows stay as they are.
 struct NoEpilogue {
@@ -40,4 +43,5 @@ struct NoEpilogue {
 // their lowest row as an eighth argument (null without a prologue). Without one, has_prologue()
 // is false.
 
+}  // namespace ASCAN_ISA_NAMESPACE
 }  // namespace ascan::detail

@@ -14,6 +14,7 @@
 #include "ascan/detail/tree.hpp"
 
 namespace ascan::detail {
+inline namespace ASCAN_ISA_NAMESPACE {
 
 template <size_t N, class Fn>
 ASCAN_ALWAYS_INLINE void static_for(Fn&& fn) {
@@ -53,4 +54,5 @@ template <class T, int W> struct Lanes {
   typedef T Unaligned __attribute__((vector_size(W * sizeof(T)), aligned(alignof(T)), may_alias));
 };
 
+}  // namespace ASCAN_ISA_NAMESPACE
 }  // namespace ascan::detail

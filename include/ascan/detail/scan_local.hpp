@@ -11,9 +11,11 @@
 // per block (LocalScan, detail/path_override.hpp).
 #pragma once
 
+#include "ascan/config.hpp"
 #include "ascan/detail/scan_runner.hpp"
 
 namespace ascan::detail {
+inline namespace ASCAN_ISA_NAMESPACE {
 
 // Rows per segment when `n` rows are cut into K segments of w lanes (the last one takes the
 // remainder). Segments that start a multiple of 4 KiB apart make the K interleaved load and
@@ -507,4 +509,5 @@ inline void PointwiseRunner<X, F, Epi>::fix_up(const Group& g, const Ptrs& carry
   }
 }
 
+}  // namespace ASCAN_ISA_NAMESPACE
 }  // namespace ascan::detail

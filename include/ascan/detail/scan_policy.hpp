@@ -13,7 +13,7 @@ namespace ascan::detail {
 
 // Each knob says what it trades; the measurements that chose its value are in
 // docs/performance/history.md under the knob's name. Changing one moves work between the local
-// scans: tests/test_scan_engines.cpp forces each one by name, so coverage does not depend on them.
+// scans: tests/test_paths.cpp forces each one by name, so coverage does not depend on them.
 
 // The vector width the kernels are written for (GCC vector types, register transposes). The
 // portable-speed work makes this a per-target value; every kernel reads it from here.

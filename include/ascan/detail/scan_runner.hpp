@@ -37,6 +37,7 @@
 #include "ascan/parallel.hpp"
 
 namespace ascan::detail {
+inline namespace ASCAN_ISA_NAMESPACE {
 
 template <class X, class F, class Epi = NoEpilogue>
 class PointwiseRunner {
@@ -169,4 +170,5 @@ class PointwiseRunner {
   ItemChain* chain_ = nullptr;  // the running scan's (run())
 };
 
+}  // namespace ASCAN_ISA_NAMESPACE
 }  // namespace ascan::detail

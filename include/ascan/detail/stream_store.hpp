@@ -14,6 +14,8 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
+
+#include "ascan/config.hpp"
 #define ASCAN_HAS_STREAM_STORES 1
 #else
 #define ASCAN_HAS_STREAM_STORES 0
@@ -22,6 +24,7 @@
 #define ASCAN_STREAM_INLINE inline __attribute__((always_inline))
 
 namespace ascan::detail {
+inline namespace ASCAN_ISA_NAMESPACE {
 
 // Copies `bytes` bytes from `src` to `dst` (no overlap); the aligned middle is written with
 // streaming stores, the unaligned head and tail with plain ones. With AVX-512 each store writes
@@ -122,4 +125,5 @@ inline void stream_fence() {
 #endif
 }
 
+}  // namespace ASCAN_ISA_NAMESPACE
 }  // namespace ascan::detail

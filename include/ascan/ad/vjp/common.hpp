@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "ascan/config.hpp"
 #include "ascan/ad/vjp/policy.hpp"
 #include "ascan/detail/block_transpose.hpp"
 #include "ascan/detail/element.hpp"
@@ -28,6 +29,7 @@
 #include "ascan/tensor.hpp"
 
 namespace ascan::ad::detail {
+inline namespace ASCAN_ISA_NAMESPACE {
 
 // Number of scalars in an element structure.
 template <class E> struct elem_size : std::integral_constant<size_t, 1> {};
@@ -145,4 +147,5 @@ ASCAN_ALWAYS_INLINE void copy_short(const T* src, T* dst, int64_t m) {
   if (m & 1) *dst = *src;
 }
 
+}  // namespace ASCAN_ISA_NAMESPACE
 }  // namespace ascan::ad::detail

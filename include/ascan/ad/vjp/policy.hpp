@@ -1,6 +1,6 @@
 // policy.hpp — part of the scan adjoint (ad/scan_vjp.hpp): the gradient's tuning knobs as named
 // policy structs (docs/design.md §4). Each says what it trades; the measurements that chose its
-// value are in docs/performance/history.md under the knob's name. tests/test_adjoint_paths.cpp
+// value are in docs/performance/history.md under the knob's name. tests/test_paths.cpp
 // forces every path by name, so coverage does not depend on these thresholds.
 #pragma once
 

@@ -2,9 +2,11 @@
 // columns, cut into segments that are chained and then swept again (pointwise_vjp_segments).
 #pragma once
 
+#include "ascan/config.hpp"
 #include "ascan/ad/vjp/column_sweep.hpp"
 
 namespace ascan::ad::detail {
+inline namespace ASCAN_ISA_NAMESPACE {
 
 // The adjoint for few long columns (one long sequence, rows of two lanes): each column is cut
 // into segments of SegmentSweepPolicy::segment_steps steps, and the segments of all columns are the lanes of a
@@ -484,4 +486,5 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   return outs.finish(xs);
 }
 
+}  // namespace ASCAN_ISA_NAMESPACE
 }  // namespace ascan::ad::detail
