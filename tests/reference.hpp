@@ -183,6 +183,15 @@ Scan<S> pointwise(const F& f, const std::vector<Leaf<S>>& xs, int64_t dim, bool 
   return r;
 }
 
+// Bicyclic monoid: (a, b) ∘ (c, d) = (a + c - min(b, c), b + d - min(b, c)); associative, not
+// commutative, exact in integers: a non-commutative test combine whose results compare exactly.
+constexpr auto bicyclic = [](auto l, auto r) {
+  auto [a, b] = l;
+  auto [c, d] = r;
+  const auto m = b < c ? b : c;
+  return std::tuple{a + c - m, b + d - m};
+};
+
 // Entries of +-1 (seeded): products of them are exact in any association.
 inline ascan::Tensor<int64_t> random_signs(const Shape& shape, uint64_t seed) {
   auto a = ascan::Tensor<int64_t>::random(shape, seed, 0, 1);

@@ -28,13 +28,7 @@ using ascan::detail::AdjointPath;
 using ascan::detail::ForcePath;
 using ascan::detail::LocalScan;
 
-// Bicyclic monoid in int64: exact and order-sensitive (a user combine, no vector path).
-constexpr auto bicyclic = [](auto l, auto r) {
-  auto [a, b] = l;
-  auto [c, d] = r;
-  const auto m = b < c ? b : c;
-  return std::tuple{a + c - m, b + d - m};
-};
+using ref::bicyclic;  // exact and order-sensitive (a user combine, no vector path)
 // The linear recurrence written by a user: non-commutative, evaluated on dual numbers.
 constexpr auto affine = [](auto l, auto r) {
   auto [a1, b1] = l;

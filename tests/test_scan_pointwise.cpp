@@ -39,14 +39,7 @@ constexpr auto linrec = [](auto l, auto r) {
   auto [a2, b2] = r;
   return std::tuple{a1 * a2, a2 * b1 + b2};
 };
-// Bicyclic monoid: (a, b) ∘ (c, d) = (a + c - min(b, c), b + d - min(b, c)); associative, not
-// commutative, exact in integers.
-constexpr auto bicyclic = [](auto l, auto r) {
-  auto [a, b] = l;
-  auto [c, d] = r;
-  const auto m = b < c ? b : c;
-  return std::tuple{a + c - m, b + d - m};
-};
+using ref::bicyclic;
 // Composition of affine maps x -> a x + b, the right one applied first:
 // (a1, b1) ∘ (a2, b2) = (a1 a2, a1 b2 + b1). Not commutative (the linear recurrence is the other order).
 constexpr auto affine = [](auto l, auto r) {
