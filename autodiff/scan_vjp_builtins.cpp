@@ -1,9 +1,25 @@
-// The builtin combines' scan gradients on float and double, instantiated once (ad/vjp/builtins.hpp).
+// The builtin combines' scan gradients on float and double (ad/vjp/builtins.hpp), compiled once
+// per ISA level: CMake builds this file for each level with ASCAN_DISPATCH_ISA set (config.hpp),
+// and autodiff/scan_vjp_dispatch.cpp picks one at run time.
+// The builtin functors (combine.hpp) are defined outside the kernels' target region, as baseline
+// code, and the kernels call them on their level's vectors: GCC warns that such a call would pass
+// a vector in memory, but every call is inlined (tests/check_isa_objects.py finds no out-of-line
+// function outside the kernels' namespace that touches a wide register).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include "ascan/ad/vjp/builtins.hpp"
 
 #include "ascan/ad/scan_vjp.hpp"
 
+#if !defined(ASCAN_DISPATCH_ISA)
+#error "autodiff/scan_vjp_builtins.cpp is compiled once per ISA level, with ASCAN_DISPATCH_ISA set"
+#endif
+
+#define ASCAN_ISA_CAT2_(a, b) a##_##b
+#define ASCAN_ISA_CAT_(a, b) ASCAN_ISA_CAT2_(a, b)
+
 namespace ascan::ad::detail {
+ASCAN_ISA_BEGIN
 namespace {
 
 using ascan::detail::BuiltinOp;
@@ -26,17 +42,9 @@ std::vector<Tensor<T>> vjp_builtin(BuiltinOp op, const ascan::detail::PointwiseP
 }
 
 }  // namespace
+ASCAN_ISA_END
 
-std::vector<Tensor<float>> builtin_scan_vjp(BuiltinOp op, const ascan::detail::PointwisePlan& plan,
-                                            const std::vector<Tensor<float>>& xs, const std::vector<Tensor<float>>& ys,
-                                            const std::vector<Tensor<float>>& gbar, const bool* need, bool reverse) {
-  return vjp_builtin(op, plan, xs, ys, gbar, need, reverse);
-}
-
-std::vector<Tensor<double>> builtin_scan_vjp(BuiltinOp op, const ascan::detail::PointwisePlan& plan,
-                                             const std::vector<Tensor<double>>& xs, const std::vector<Tensor<double>>& ys,
-                                             const std::vector<Tensor<double>>& gbar, const bool* need, bool reverse) {
-  return vjp_builtin(op, plan, xs, ys, gbar, need, reverse);
-}
+extern const BuiltinVjps ASCAN_ISA_CAT_(builtin_vjps, ASCAN_ISA_NAMESPACE);
+const BuiltinVjps ASCAN_ISA_CAT_(builtin_vjps, ASCAN_ISA_NAMESPACE){&vjp_builtin<float>, &vjp_builtin<double>};
 
 }  // namespace ascan::ad::detail

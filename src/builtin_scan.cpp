@@ -1,9 +1,25 @@
-// The builtin combines' host scans on float and double, instantiated once (builtin_scan.hpp).
+// The builtin combines' host scans on float and double (builtin_scan.hpp), compiled once per ISA
+// level: CMake builds this file for each level with ASCAN_DISPATCH_ISA set (config.hpp), and
+// src/isa.cpp picks one at run time.
+// The builtin functors (combine.hpp) are defined outside the kernels' target region, as baseline
+// code, and the kernels call them on their level's vectors: GCC warns that such a call would pass
+// a vector in memory, but every call is inlined (tests/check_isa_objects.py finds no out-of-line
+// function outside the kernels' namespace that touches a wide register).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include "ascan/detail/builtin_scan.hpp"
 
 #include "ascan/detail/pointwise_scan.hpp"
 
+#if !defined(ASCAN_DISPATCH_ISA)
+#error "src/builtin_scan.cpp is compiled once per ISA level, with ASCAN_DISPATCH_ISA set"
+#endif
+
+#define ASCAN_ISA_CAT2_(a, b) a##_##b
+#define ASCAN_ISA_CAT_(a, b) ASCAN_ISA_CAT2_(a, b)
+
 namespace ascan::detail {
+ASCAN_ISA_BEGIN
 namespace {
 
 template <class T>
@@ -24,15 +40,9 @@ void scan_builtin(BuiltinOp op, const Tensor<T>* xs, const Tensor<T>* ys, const 
 }
 
 }  // namespace
+ASCAN_ISA_END
 
-void builtin_pointwise_scan(BuiltinOp op, const Tensor<float>* xs, const Tensor<float>* ys, const PointwisePlan& plan,
-                            bool reverse) {
-  scan_builtin(op, xs, ys, plan, reverse);
-}
-
-void builtin_pointwise_scan(BuiltinOp op, const Tensor<double>* xs, const Tensor<double>* ys, const PointwisePlan& plan,
-                            bool reverse) {
-  scan_builtin(op, xs, ys, plan, reverse);
-}
+extern const BuiltinScans ASCAN_ISA_CAT_(builtin_scans, ASCAN_ISA_NAMESPACE);
+const BuiltinScans ASCAN_ISA_CAT_(builtin_scans, ASCAN_ISA_NAMESPACE){&scan_builtin<float>, &scan_builtin<double>};
 
 }  // namespace ascan::detail

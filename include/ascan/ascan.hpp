@@ -6,6 +6,7 @@
 #include "ascan/combine.hpp"
 #include "ascan/error.hpp"
 #include "ascan/format.hpp"
+#include "ascan/isa.hpp"
 #include "ascan/options.hpp"
 #include "ascan/parallel.hpp"
 #include "ascan/scan.hpp"

@@ -27,18 +27,66 @@
 #define ASCAN_HOST_INLINE
 #endif
 
-// The host kernels (the pointwise scan's runner and local scans, the register transposes,
-// streaming stores, the gradient sweeps) live in an inline namespace named after the vector ISA
-// the translation unit is compiled for: two files built with different -march flags (a user's
-// file and the library, or a .cu file's host code) then instantiate differently named functions
-// instead of one symbol with two calling conventions for its vector arguments (an ODR violation
-// the linker would resolve by picking either).
-#if defined(__AVX512F__)
-#define ASCAN_ISA_NAMESPACE isa_avx512
+// The vector ISA of the host kernels (the pointwise scan's runner and local scans, the register
+// transposes, streaming stores, the gradient sweeps): ASCAN_ISA_LEVEL is 3 for AVX-512
+// (x86-64-v4), 2 for AVX2 + FMA (x86-64-v3), 1 for AVX, 0 for the baseline (SSE2 on x86-64, the
+// compiler's default elsewhere). A translation unit gets the level of its compiler flags; the
+// library's dispatched builtins (src/isa/, docs/design.md §2) set ASCAN_DISPATCH_ISA to compile
+// one file per level, and only the kernels get that level's instructions (a GCC/Clang target
+// pragma around them), as Highway's HWY_BEFORE_NAMESPACE does: the inline functions they share
+// with the rest of the program (the standard library, Tensor) stay baseline code.
+#if defined(ASCAN_DISPATCH_ISA) && !defined(__CUDACC__)
+#define ASCAN_ISA_LEVEL ASCAN_DISPATCH_ISA
+#elif defined(__AVX512F__) && defined(__AVX512VL__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && \
+    defined(__AVX2__) && defined(__FMA__)
+#define ASCAN_ISA_LEVEL 3
 #elif defined(__AVX2__) && defined(__FMA__)
-#define ASCAN_ISA_NAMESPACE isa_avx2
+#define ASCAN_ISA_LEVEL 2
 #elif defined(__AVX__)
+#define ASCAN_ISA_LEVEL 1
+#else
+#define ASCAN_ISA_LEVEL 0
+#endif
+
+// The kernels live in an inline namespace named after their ISA level: two files built for
+// different levels (a user's file and the library's dispatched builtins, or a .cu file's host
+// code) instantiate differently named functions instead of one symbol with two calling
+// conventions for its vector arguments (an ODR violation the linker would resolve by picking
+// either, and a CPU without the wider ISA would then fault).
+#if ASCAN_ISA_LEVEL == 3
+#define ASCAN_ISA_NAMESPACE isa_avx512
+#elif ASCAN_ISA_LEVEL == 2
+#define ASCAN_ISA_NAMESPACE isa_avx2
+#elif ASCAN_ISA_LEVEL == 1
 #define ASCAN_ISA_NAMESPACE isa_avx
 #else
 #define ASCAN_ISA_NAMESPACE isa_base
 #endif
+
+// The target pragma of a dispatched level (nothing elsewhere: the flags already say it).
+#if defined(ASCAN_DISPATCH_ISA) && !defined(__CUDACC__) && ASCAN_DISPATCH_ISA >= 2
+#if ASCAN_DISPATCH_ISA == 3
+#define ASCAN_ISA_TARGET "avx2,fma,bmi,bmi2,lzcnt,popcnt,f16c,movbe,avx512f,avx512vl,avx512bw,avx512dq,avx512cd"
+#else
+#define ASCAN_ISA_TARGET "avx2,fma,bmi,bmi2,lzcnt,popcnt,f16c,movbe"
+#endif
+#define ASCAN_ISA_PRAGMA_STR_(t) _Pragma(#t)
+#define ASCAN_ISA_PRAGMA_(t) ASCAN_ISA_PRAGMA_STR_(t)  // expands ASCAN_ISA_TARGET, then stringizes
+#if defined(__clang__)
+#define ASCAN_ISA_PUSH \
+  ASCAN_ISA_PRAGMA_(clang attribute push(__attribute__((target(ASCAN_ISA_TARGET))), apply_to = function))
+#define ASCAN_ISA_POP _Pragma("clang attribute pop")
+#elif defined(__GNUC__)
+#define ASCAN_ISA_PUSH _Pragma("GCC push_options") ASCAN_ISA_PRAGMA_(GCC target(ASCAN_ISA_TARGET))
+#define ASCAN_ISA_POP _Pragma("GCC pop_options")
+#else
+#error "ASCAN_DISPATCH_ISA needs GCC or Clang"
+#endif
+#else
+#define ASCAN_ISA_PUSH
+#define ASCAN_ISA_POP
+#endif
+
+// Opens and closes the kernels' namespace (inside namespace ascan::detail or ascan::ad::detail).
+#define ASCAN_ISA_BEGIN ASCAN_ISA_PUSH inline namespace ASCAN_ISA_NAMESPACE {
+#define ASCAN_ISA_END } ASCAN_ISA_POP

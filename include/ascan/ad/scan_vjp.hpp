@@ -21,7 +21,7 @@
 #include "ascan/ad/vjp/line_sweeps.hpp"
 
 namespace ascan::ad::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 using ascan::detail::AdjointPath;
 
@@ -147,5 +147,5 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
   }
 }
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::ad::detail

@@ -9,7 +9,7 @@
 #include "ascan/detail/scan_policy.hpp"
 
 namespace ascan::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 // V x V blocks of float or double (vectors of VectorPolicy::bytes) transposed in registers: V sequences' stretches
 // of V steps become V steps across the sequences, and back. Used where independent stretches of
@@ -23,7 +23,7 @@ template <class T>
   requires(std::is_same_v<T, float> || std::is_same_v<T, double>)
 struct BlockTranspose<T> {
   static constexpr int64_t V = VectorPolicy::bytes / sizeof(T);
-  static_assert(V == 4 || V == 8, "the transposes are written for 4 or 8 lanes");
+  static_assert(V == 2 || V == 4 || V == 8, "the transposes are written for 2, 4 or 8 lanes");
   typedef T Vec __attribute__((vector_size(VectorPolicy::bytes)));
   // Unaligned, aliasing access as one vector (a memcpy through the stack was split into halves
   // and reloaded whole: a failed store forward per vector).
@@ -39,7 +39,8 @@ struct BlockTranspose<T> {
   }
   static Vec reversed(Vec v) {
     if constexpr (V == 8) return __builtin_shufflevector(v, v, 7, 6, 5, 4, 3, 2, 1, 0);
-    else return __builtin_shufflevector(v, v, 3, 2, 1, 0);
+    else if constexpr (V == 4) return __builtin_shufflevector(v, v, 3, 2, 1, 0);
+    else return __builtin_shufflevector(v, v, 1, 0);
   }
   // r[i][k] -> r[k][i].
   static void transpose(Vec (&r)[V]) {
@@ -59,6 +60,10 @@ struct BlockTranspose<T> {
         r[i] = __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
         r[i + 4] = __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
       }
+    } else if constexpr (V == 2) {
+      const Vec t0 = __builtin_shufflevector(r[0], r[1], 0, 2), t1 = __builtin_shufflevector(r[0], r[1], 1, 3);
+      r[0] = t0;
+      r[1] = t1;
     } else {
       const Vec t0 = __builtin_shufflevector(r[0], r[1], 0, 4, 2, 6), t1 = __builtin_shufflevector(r[0], r[1], 1, 5, 3, 7);
       const Vec t2 = __builtin_shufflevector(r[2], r[3], 0, 4, 2, 6), t3 = __builtin_shufflevector(r[2], r[3], 1, 5, 3, 7);
@@ -84,5 +89,5 @@ struct BlockTranspose<T> {
   }
 };
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::detail

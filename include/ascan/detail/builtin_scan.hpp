@@ -2,9 +2,10 @@
 //
 // A scan with a builtin combine (add, mul, max, min, logaddexp, linear_recurrence) on float or
 // double tensors does not depend on anything in the user's file, so it is instantiated in
-// src/builtin_scan.cpp and called through these declarations: a user file that includes
-// ascan.hpp compiles no kernel for it (docs/design.md §2). The kernels are the same templates a
-// user combine instantiates: with the same compiler flags, results are bitwise the header path's.
+// src/builtin_scan.cpp, once per ISA level (isa.hpp), and called through these declarations: a
+// user file that includes ascan.hpp compiles no kernel for it (docs/design.md §2). The kernels
+// are the same templates a user combine instantiates: at the same ISA level, results are bitwise
+// the header path's.
 #pragma once
 
 #include <cstdint>
@@ -46,10 +47,21 @@ template <class F, class X>
 inline constexpr bool has_compiled_builtin = !std::is_void_v<typename compiled_builtin_scalar<F, X>::type>;
 
 // Scans the leaves xs[0 .. n) into ys[0 .. n) (n = 2 for the linear recurrence, else 1) as
-// pointwise_scan does. The caller has checked shapes and aliasing and set the float mode.
+// pointwise_scan does, at active_isa()'s level. The caller has checked shapes and aliasing and
+// set the float mode.
 void builtin_pointwise_scan(BuiltinOp op, const Tensor<float>* xs, const Tensor<float>* ys, const PointwisePlan& plan,
                             bool reverse);
 void builtin_pointwise_scan(BuiltinOp op, const Tensor<double>* xs, const Tensor<double>* ys, const PointwisePlan& plan,
                             bool reverse);
+
+// One ISA level's compiled scans (src/builtin_scan.cpp defines builtin_scans_<namespace>).
+struct BuiltinScans {
+  void (*f32)(BuiltinOp, const Tensor<float>*, const Tensor<float>*, const PointwisePlan&, bool);
+  void (*f64)(BuiltinOp, const Tensor<double>*, const Tensor<double>*, const PointwisePlan&, bool);
+};
+
+// The index of active_isa() among the compiled levels (0 baseline, 1 AVX2, 2 AVX-512), for the
+// dispatch tables of ascan::core and ascan::autodiff.
+int active_isa_slot();
 
 }  // namespace ascan::detail

@@ -14,7 +14,7 @@
 #include "ascan/detail/scan_runner.hpp"
 
 namespace ascan::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 template <class X, class F, class Epi>
 inline void PointwiseRunner<X, F, Epi>::run() {
@@ -251,5 +251,5 @@ void pointwise_scan(const F& f, const typename Tree<X>::Flat& xs, const typename
   PointwiseRunner<X, F, Epi>(f, xs, ys, plan, reverse, epi).run();
 }
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::detail

@@ -9,7 +9,7 @@
 #include "ascan/detail/scan_runner.hpp"
 
 namespace ascan::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 // Lays the output out as work items: column groups of lanes, blocks of rows, bundles of narrow
 // columns, scratch for streamed blocks, and which local scans the layout allows.
@@ -60,8 +60,8 @@ inline PointwiseRunner<X, F, Epi>::PointwiseRunner(const F& f, const typename No
   blocked_sequences_ = (L > 1 || kVectorCombine || wide_combine<F>) && kSameLeaves && BT::V > 0 && (y_step_ == 1 || y_step_ == -1);
   for (size_t l = 0; l < L; ++l) blocked_sequences_ = blocked_sequences_ && (x_step_[l] == 0 || x_step_[l] == y_step_);
   // Rows of 4 to 7 packed lanes of float with a vector combine and outputs apart from the
-  // inputs: rows as windows of 8 lanes, one AVX vector (scan_windows).
-  if constexpr (kVectorCombine && sizeof(Leaf0) == 4) {
+  // inputs: rows as windows of 8 lanes, one vector (scan_windows).
+  if constexpr (kWindows) {
     windows_ = bundle_ == 1 && group_lanes_ >= 4 && group_lanes_ < 8 &&
                (y_step_ == group_lanes_ || y_step_ == -group_lanes_);
     static_for<L>([&](auto I) {
@@ -333,5 +333,5 @@ inline auto PointwiseRunner<X, F, Epi>::carry_row(int64_t item) const -> Ptrs {
   return p;
 }
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::detail

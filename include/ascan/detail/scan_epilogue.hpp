@@ -6,7 +6,7 @@
 
 
 namespace ascan::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 // No epilogue: a scan's final rows stay as they are.
 struct NoEpilogue {
@@ -43,5 +43,5 @@ struct NoEpilogue {
 // their lowest row as an eighth argument (null without a prologue). Without one, has_prologue()
 // is false.
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::detail

@@ -14,7 +14,7 @@
 #include "ascan/detail/tree.hpp"
 
 namespace ascan::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 template <size_t N, class Fn>
 ASCAN_ALWAYS_INLINE void static_for(Fn&& fn) {
@@ -54,5 +54,5 @@ template <class T, int W> struct Lanes {
   typedef T Unaligned __attribute__((vector_size(W * sizeof(T)), aligned(alignof(T)), may_alias));
 };
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::detail

@@ -15,7 +15,7 @@
 #include "ascan/detail/scan_runner.hpp"
 
 namespace ascan::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 // Rows per segment when `n` rows are cut into K segments of w lanes (the last one takes the
 // remainder). Segments that start a multiple of 4 KiB apart make the K interleaved load and
@@ -243,7 +243,7 @@ inline void PointwiseRunner<X, F, Epi>::scan_narrow_wide(const Group& g, int64_t
 template <class X, class F, class Epi>
 template <int K>
 inline void PointwiseRunner<X, F, Epi>::scan_narrow(const Group& g, int64_t s0, int64_t s1, int64_t seg) {
-  if constexpr (kVectorCombine && sizeof(Leaf0) == 4) {
+  if constexpr (kWindows) {
     if (windows_) return scan_windows<K>(g, s0, s1, seg);
   }
   int64_t j0 = 0;
@@ -509,5 +509,5 @@ inline void PointwiseRunner<X, F, Epi>::fix_up(const Group& g, const Ptrs& carry
   }
 }
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::detail

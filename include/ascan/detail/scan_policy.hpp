@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "ascan/combine.hpp"
+#include "ascan/config.hpp"
 
 namespace ascan::detail {
 
@@ -15,11 +16,15 @@ namespace ascan::detail {
 // docs/performance/history.md under the knob's name. Changing one moves work between the local
 // scans: tests/test_paths.cpp forces each one by name, so coverage does not depend on them.
 
-// The vector width the kernels are written for (GCC vector types, register transposes). The
-// portable-speed work makes this a per-target value; every kernel reads it from here.
+ASCAN_ISA_BEGIN
+// The vector width the kernels are written for (GCC vector types, register transposes): the
+// widest the translation unit's ISA level has, but 32 bytes with AVX-512 too (its 64-byte
+// transposes and windows were not written: see history.md). Per level, so a baseline build
+// never passes a vector wider than its registers.
 struct VectorPolicy {
-  static constexpr int64_t bytes = 32;
+  static constexpr int64_t bytes = ASCAN_ISA_LEVEL >= 1 ? 32 : 16;
 };
+ASCAN_ISA_END
 
 // When a scan hands work to the pool's threads.
 struct ThreadPolicy {

@@ -37,7 +37,7 @@
 #include "ascan/parallel.hpp"
 
 namespace ascan::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 template <class X, class F, class Epi = NoEpilogue>
 class PointwiseRunner {
@@ -56,6 +56,8 @@ class PointwiseRunner {
   // The combine runs on vectors of the leaves' element type (see vector_combine); VecElem is
   // the element structure with vectors for scalars.
   static constexpr bool kVectorCombine = kSameLeaves && BT::V > 0 && vector_combine<F, Elem, Leaf0>;
+  // Narrow float rows as windows of 8 lanes (scan_windows), where 8 floats fit one vector.
+  static constexpr bool kWindows = kVectorCombine && sizeof(Leaf0) == 4 && 8 * sizeof(Leaf0) <= VectorPolicy::bytes;
   template <class Vec>
   using VecElem = std::conditional_t<L == 1, Vec, std::tuple<Vec, Vec>>;
   template <class Vec, class Fn>
@@ -170,5 +172,5 @@ class PointwiseRunner {
   ItemChain* chain_ = nullptr;  // the running scan's (run())
 };
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::detail

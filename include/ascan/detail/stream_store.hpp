@@ -24,7 +24,7 @@
 #define ASCAN_STREAM_INLINE inline __attribute__((always_inline))
 
 namespace ascan::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 // Copies `bytes` bytes from `src` to `dst` (no overlap); the aligned middle is written with
 // streaming stores, the unaligned head and tail with plain ones. With AVX-512 each store writes
@@ -32,9 +32,9 @@ inline namespace ASCAN_ISA_NAMESPACE {
 // before another thread is told the data is there.
 inline void stream_copy(void* dst, const void* src, size_t bytes) {
 #if ASCAN_HAS_STREAM_STORES
-#if defined(__AVX512F__)
+#if ASCAN_ISA_LEVEL >= 3
   using Word = __m512i;
-#elif defined(__AVX__)
+#elif ASCAN_ISA_LEVEL >= 1
   using Word = __m256i;
 #else
   using Word = __m128i;
@@ -48,9 +48,9 @@ inline void stream_copy(void* dst, const void* src, size_t bytes) {
   s += head;
   bytes -= head;
   for (; bytes >= W; bytes -= W, d += W, s += W) {
-#if defined(__AVX512F__)
+#if ASCAN_ISA_LEVEL >= 3
     _mm512_stream_si512(reinterpret_cast<__m512i*>(d), _mm512_loadu_si512(reinterpret_cast<const __m512i*>(s)));
-#elif defined(__AVX__)
+#elif ASCAN_ISA_LEVEL >= 1
     _mm256_stream_si256(reinterpret_cast<__m256i*>(d), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
 #else
     _mm_stream_si128(reinterpret_cast<__m128i*>(d), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
@@ -94,10 +94,10 @@ ASCAN_STREAM_INLINE void stream_line(T* dst, const Line<T>& v) {
   // The float / double forms of the streaming stores: their pointer types are T's own, so the
   // compiler knows what they write (an integer-vector store into a float array is invisible to
   // later float loads under strict aliasing).
-#if ASCAN_HAS_STREAM_STORES && defined(__AVX512F__)
+#if ASCAN_HAS_STREAM_STORES && ASCAN_ISA_LEVEL >= 3
   if constexpr (std::is_same_v<T, float>) { _mm512_stream_ps(dst, reinterpret_cast<const __m512&>(v)); return; }
   if constexpr (std::is_same_v<T, double>) { _mm512_stream_pd(dst, reinterpret_cast<const __m512d&>(v)); return; }
-#elif ASCAN_HAS_STREAM_STORES && defined(__AVX__)
+#elif ASCAN_HAS_STREAM_STORES && ASCAN_ISA_LEVEL >= 1
   if constexpr (std::is_same_v<T, float>) {
     for (int k = 0; k < 2; ++k) _mm256_stream_ps(dst + 8 * k, reinterpret_cast<const __m256*>(&v)[k]);
     return;
@@ -125,5 +125,5 @@ inline void stream_fence() {
 #endif
 }
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::detail

@@ -6,7 +6,7 @@
 #include "ascan/ad/vjp/common.hpp"
 
 namespace ascan::ad::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 // The adjoint swept backwards along the scan axis, one output column position per lane, many
 // lanes at a time: one evaluation of f on duals per element gives B_t for ∂x_t and A_t for the
@@ -217,5 +217,5 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
   return outs.finish(xs);
 }
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::ad::detail

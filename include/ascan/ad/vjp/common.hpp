@@ -29,7 +29,7 @@
 #include "ascan/tensor.hpp"
 
 namespace ascan::ad::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 // Number of scalars in an element structure.
 template <class E> struct elem_size : std::integral_constant<size_t, 1> {};
@@ -147,5 +147,5 @@ ASCAN_ALWAYS_INLINE void copy_short(const T* src, T* dst, int64_t m) {
   if (m & 1) *dst = *src;
 }
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::ad::detail

@@ -7,7 +7,7 @@
 #include "ascan/ad/vjp/segment_sweep.hpp"
 
 namespace ascan::ad::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 // The linear recurrence's adjoint is itself a linear recurrence. The combine (a1, b1), (a2, b2)
 // -> (a1 a2, a2 b1 + b2) has closed-form Jacobians: A_t = a_t I, and B_tᵀ maps (g^a, g^b) to
@@ -342,5 +342,5 @@ std::vector<Tensor<T>> first_order_vjp_by_scan(const ascan::detail::PointwisePla
   return outs.finish(xs);
 }
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::ad::detail

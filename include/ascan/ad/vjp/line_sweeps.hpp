@@ -7,7 +7,7 @@
 #include "ascan/ad/vjp/first_order_scan.hpp"
 
 namespace ascan::ad::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 // The adjoint of the cumulative product (L == 1) and of the linear recurrence with its loss on
 // y^b alone (L == 2) swept backwards along the scan, whole cache lines of lanes at a time, with
@@ -229,5 +229,5 @@ std::vector<Tensor<T>> logaddexp_vjp_lines(const ascan::detail::PointwisePlan& p
   return {dx};
 }
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::ad::detail

@@ -6,7 +6,7 @@
 #include "ascan/ad/vjp/column_sweep.hpp"
 
 namespace ascan::ad::detail {
-inline namespace ASCAN_ISA_NAMESPACE {
+ASCAN_ISA_BEGIN
 
 // The adjoint for few long columns (one long sequence, rows of two lanes): each column is cut
 // into segments of SegmentSweepPolicy::segment_steps steps, and the segments of all columns are the lanes of a
@@ -486,5 +486,5 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
   return outs.finish(xs);
 }
 
-}  // namespace ASCAN_ISA_NAMESPACE
+ASCAN_ISA_END
 }  // namespace ascan::ad::detail
