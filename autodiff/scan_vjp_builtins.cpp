@@ -3,8 +3,8 @@
 // and autodiff/scan_vjp_dispatch.cpp picks one at run time.
 // The builtin functors (combine.hpp) are defined outside the kernels' target region, as baseline
 // code, and the kernels call them on their level's vectors: GCC warns that such a call would pass
-// a vector in memory, but every call is inlined (tests/check_isa_objects.py finds no out-of-line
-// function outside the kernels' namespace that touches a wide register).
+// a vector in memory, but the functors are always inlined, at -O0 too (tests/check_isa_objects.py
+// fails on a call from a kernel to a function outside its level that takes or returns a vector).
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include "ascan/ad/vjp/builtins.hpp"

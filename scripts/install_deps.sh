@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # install_deps.sh — installs the Debian packages ascan needs to build, test and benchmark, if missing.
 set -euo pipefail
-packages=(cmake make g++ libeigen3-dev libfmt-dev libgtest-dev libbenchmark-dev libtbb-dev gnuplot-nox python3)
+# g++-aarch64-linux-gnu: the tests compile the kernels for aarch64 too (tests/portability).
+packages=(cmake make g++ libeigen3-dev libfmt-dev libgtest-dev libbenchmark-dev libtbb-dev gnuplot-nox python3
+          binutils g++-aarch64-linux-gnu)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

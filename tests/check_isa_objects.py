@@ -5,7 +5,9 @@ The library compiles src/builtin_scan.cpp and autodiff/scan_vjp_builtins.cpp onc
 (objects named *_isa<level>.cpp.o). Only the kernels, in the level's inline namespace, may use the
 level's wide registers: every other function in those objects (standard-library and Tensor
 inlines, emitted as weak symbols the linker may pick for the whole program) must be baseline
-code, or a CPU without AVX2 / AVX-512 could fault outside the dispatch. Also fails when an object
+code, or a CPU without AVX2 / AVX-512 could fault outside the dispatch. And no kernel may call a
+function outside its level that takes or returns a vector by value: the two sides would pass it
+with different conventions (the psABI differs with and without AVX). Also fails when an object
 of a level is missing or its kernels do not use that level's registers (the pragma was lost).
 
 With --all, the other objects of the libraries are held to the baseline too (a build without
@@ -25,6 +27,27 @@ BEYOND_BASELINE = re.compile(r"^(v[a-z]\w*|k(and|andn|or|xor|xnor|not|mov|shift[
 REQUIRED = {"2": re.compile(r"%ymm\d"), "3": re.compile(r"%zmm\d|%ymm(1[6-9]|2\d|3[01])|\{%k\d\}")}
 
 
+def strip_templates(name):
+    out, depth = [], 0
+    for ch in name:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+def vector_by_value(name):
+    """A demangled function with a vector type as its return type or a by-value parameter."""
+    bare = strip_templates(name)
+    for m in re.finditer(r"__vector\(\d+\)( const)?", bare):
+        if not bare[m.end():].lstrip().startswith(("&", "*")):
+            return True
+    return False
+
+
 def main():
     args = [a for a in sys.argv[1:] if a]  # ctest passes an empty argument for an unset option
     strict = args[:1] == ["--all"]
@@ -33,7 +56,7 @@ def main():
     objdump, libs = args[0], args[1:]
     errors, seen = [], set()
     for lib in libs:
-        out = subprocess.run([objdump, "-d", "-C", "--no-show-raw-insn", lib], check=True, capture_output=True,
+        out = subprocess.run([objdump, "-dr", "-C", "--no-show-raw-insn", lib], check=True, capture_output=True,
                              text=True).stdout
         member = level = func = None
         used_level_regs = {}
@@ -56,6 +79,14 @@ def main():
             in_kernels = level != "0" and f"::{NAMESPACE[level]}::" in func
             if level in REQUIRED and in_kernels and REQUIRED[level].search(line):
                 used_level_regs[member] = True
+            rel = re.match(r"^\s+[0-9a-f]+: R_X86_64_(PLT32|PC32)\s+(.*?)([-+]0x[0-9a-f]+)?$", line)
+            if rel:
+                target = rel.group(2)
+                if (level != "0" and in_kernels and f"::{NAMESPACE[level]}::" not in target
+                        and vector_by_value(target)):
+                    errors.append(f"{lib}({member}): {func} calls {target}, outside {NAMESPACE[level]}, with a vector "
+                                  "by value")
+                continue
             parts = line.split("\t")
             mnemonic = parts[1].split()[0] if len(parts) > 1 and parts[1].split() else ""
             if not in_kernels and BEYOND_BASELINE.match(mnemonic):

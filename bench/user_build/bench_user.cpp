@@ -102,7 +102,7 @@ void copy_roof(benchmark::State& st) {
   const int workers = ascan::num_threads();
   const int64_t chunk = (kElements + workers - 1) / workers;
   for (auto _ : st) {
-    ascan::run_workers(workers, [&](int i) {
+    ascan::detail::run_workers(workers, [&](int i) {
       const int64_t lo = i * chunk, hi = std::min(kElements, lo + chunk);
       if (lo < hi) std::memcpy(y.data() + lo, x.data() + lo, sizeof(T) * static_cast<size_t>(hi - lo));
     });
@@ -111,12 +111,12 @@ void copy_roof(benchmark::State& st) {
   st.SetBytesProcessed(st.iterations() * 2 * kElements * int64_t{sizeof(T)});
 }
 
-template <class B, class U>
-void register_op(const std::string& op, const B& builtin, const U& lambda, bool pair, bool mul) {
+template <bool pair, class B, class U>
+void register_op(const std::string& op, const B& builtin, const U& lambda, bool mul) {
   for (const Layout& l : kLayouts) {
     const std::string tail = std::string("/") + l.name;
     const Shape s = l.shape;
-    if (!pair) {
+    if constexpr (!pair) {
       const auto in = [s, mul] { return mul ? mul_input(s) : input(s, 0); };
       benchmark::RegisterBenchmark(("fwd/" + op + "/builtin" + tail).c_str(),
                                    [=](benchmark::State& st) { forward1(st, builtin, in()); });
@@ -143,12 +143,12 @@ void register_op(const std::string& op, const B& builtin, const U& lambda, bool 
 
 int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("copy/roof", copy_roof);
-  register_op("add", ascan::add, user_add, false, false);
-  register_op("mul", ascan::mul, user_mul, false, true);
-  register_op("max", ascan::max, user_max, false, false);
-  register_op("min", ascan::min, user_min, false, false);
-  register_op("logaddexp", ascan::logaddexp, user_logaddexp, false, false);
-  register_op("linrec", ascan::linear_recurrence, user_linrec, true, false);
+  register_op<false>("add", ascan::add, user_add, false);
+  register_op<false>("mul", ascan::mul, user_mul, true);
+  register_op<false>("max", ascan::max, user_max, false);
+  register_op<false>("min", ascan::min, user_min, false);
+  register_op<false>("logaddexp", ascan::logaddexp, user_logaddexp, false);
+  register_op<true>("linrec", ascan::linear_recurrence, user_linrec, false);
   benchmark::Initialize(&argc, argv);
   benchmark::AddCustomContext("ascan_isa", std::string(ascan::isa_name(ascan::active_isa())));
   benchmark::RunSpecifiedBenchmarks();

@@ -1,7 +1,10 @@
 // combine.hpp — builtin associative combine functors, usable on host, device and dual numbers.
 //
 // Each is a struct with a templated ASCAN_HD call operator, so one definition is instantiated
-// with float/double, integer types, dual numbers (for Jacobians) and in CUDA device code. All
+// with float/double, integer types, dual numbers (for Jacobians) and in CUDA device code. On the
+// host the call operators are always inlined: the library's AVX2 and AVX-512 kernels call them
+// on vectors, and a call would cross from the kernel's ISA to this baseline code with two
+// conventions for passing the vector (even at -O0). All
 // are associative; add, mul, max, min and logaddexp are also commutative, the linear recurrence
 // is not.
 #pragma once
@@ -17,23 +20,23 @@ namespace ascan {
 
 struct Add {
   template <class A>
-  ASCAN_HD A operator()(const A& a, const A& b) const { return a + b; }
+  ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const { return a + b; }
 };
 
 struct Mul {
   template <class A>
-  ASCAN_HD A operator()(const A& a, const A& b) const { return a * b; }
+  ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const { return a * b; }
 };
 
 // Ties go to the right operand (so its derivative receives the gradient).
 struct Max {
   template <class A>
-  ASCAN_HD A operator()(const A& a, const A& b) const { return a > b ? a : b; }
+  ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const { return a > b ? a : b; }
 };
 
 struct Min {
   template <class A>
-  ASCAN_HD A operator()(const A& a, const A& b) const { return a < b ? a : b; }
+  ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const { return a < b ? a : b; }
 };
 
 // log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)); equal infinities (and NaNs)
@@ -61,7 +64,7 @@ struct LogAddExp {
 // (a1, b1), (a2, b2) -> (a1 * a2, a2 * b1 + b2). The b-output of the scan is h_t with h_{-1} = 0.
 struct LinearRecurrence {
   template <class L, class R>
-  ASCAN_HD auto operator()(const L& l, const R& r) const {
+  ASCAN_HD ASCAN_HOST_INLINE auto operator()(const L& l, const R& r) const {
     using std::get;
     const auto& a1 = get<0>(l);
     const auto& b1 = get<1>(l);
