@@ -38,6 +38,16 @@ def main():
             continue
         d, n = default[name], native[name]
         print(f"| {name} | {d:.2f} | {n:.2f} | {n / d:.2f} | {roof_d / d:.2f} |")
+    print("\n| default / native speed | builtins | user lambdas |")
+    print("|---|---|---|")
+    for direction, dname in (("fwd", "forward"), ("bwd", "backward")):
+        for shape, sname in (("1d", "one sequence"), ("T7", "[T, 7]"), ("T256", "[T, 256]")):
+            cells = []
+            for kind in ("builtin", "lambda"):
+                r = [native[k] / default[k] for k in default
+                     if k.startswith(direction + "/") and k.endswith(f"/{kind}/{shape}") and k in native]
+                cells.append(f"{min(r):.2f}–{max(r):.2f}" if r else "-")
+            print(f"| {dname}, {sname} | {cells[0]} | {cells[1]} |")
     for kind, t, roof in (("default", default, roof_d), ("native", native, roof_n)):
         for shape in ("1d", "T7", "T256"):
             key = f"fwd/logaddexp/builtin/{shape}"
