@@ -63,12 +63,13 @@
 #define ASCAN_ISA_NAMESPACE isa_base
 #endif
 
-// The target pragma of a dispatched level (nothing elsewhere: the flags already say it).
+// The target pragma of a dispatched level (nothing elsewhere: the flags already say it): exactly
+// the features src/isa.cpp checks the CPU for.
 #if defined(ASCAN_DISPATCH_ISA) && !defined(__CUDACC__) && ASCAN_DISPATCH_ISA >= 2
 #if ASCAN_DISPATCH_ISA == 3
-#define ASCAN_ISA_TARGET "avx2,fma,bmi,bmi2,lzcnt,popcnt,f16c,movbe,avx512f,avx512vl,avx512bw,avx512dq,avx512cd"
+#define ASCAN_ISA_TARGET "avx2,fma,bmi,bmi2,avx512f,avx512vl,avx512bw,avx512dq,avx512cd"
 #else
-#define ASCAN_ISA_TARGET "avx2,fma,bmi,bmi2,lzcnt,popcnt,f16c,movbe"
+#define ASCAN_ISA_TARGET "avx2,fma,bmi,bmi2"
 #endif
 #define ASCAN_ISA_PRAGMA_STR_(t) _Pragma(#t)
 #define ASCAN_ISA_PRAGMA_(t) ASCAN_ISA_PRAGMA_STR_(t)  // expands ASCAN_ISA_TARGET, then stringizes
