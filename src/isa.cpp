@@ -45,6 +45,11 @@ bool cpu_runs(Isa level) {
 
 bool known_level(int v) { return v == 0 || v == 2 || v == 3; }
 
+// Why an unavailable level is: completes "a level this ...".
+const char* unavailable_because(Isa level) {
+  return ASCAN_ISA_DISPATCH || level == Isa::baseline ? "CPU does not run" : "build did not compile";
+}
+
 // ASCAN_ISA, read once: kUnforced when unset, empty or "auto".
 int environment_level() {
   static const int level = [] {
@@ -58,7 +63,7 @@ int environment_level() {
         if (!isa_available(l))
           detail::raise("ascan: the environment variable ASCAN_ISA is \"{}\", a level this {}; expected one of "
                         "the available levels (at most \"{}\") or \"auto\"",
-                        env, cpu_runs(l) ? "build did not compile" : "CPU does not run", isa_name(cpu_isa()));
+                        env, unavailable_because(l), isa_name(cpu_isa()));
         return static_cast<int>(l);
       }
     detail::raise("ascan: the environment variable ASCAN_ISA is \"{}\"; expected \"baseline\", \"avx2\", "
@@ -107,7 +112,7 @@ void force_isa(Isa level) {
                   static_cast<int>(level));
   if (!isa_available(level))
     detail::raise("ascan::force_isa(): level is {}, which this {}; expected at most {}", isa_name(level),
-                  cpu_runs(level) ? "build did not compile" : "CPU does not run", isa_name(cpu_isa()));
+                  unavailable_because(level), isa_name(cpu_isa()));
   forced_level.store(static_cast<int>(level), std::memory_order_relaxed);
 }
 
