@@ -15,9 +15,6 @@
 #error "autodiff/scan_vjp_builtins.cpp is compiled once per ISA level, with ASCAN_DISPATCH_ISA set"
 #endif
 
-#define ASCAN_ISA_CAT2_(a, b) a##_##b
-#define ASCAN_ISA_CAT_(a, b) ASCAN_ISA_CAT2_(a, b)
-
 namespace ascan::ad::detail {
 ASCAN_ISA_BEGIN
 namespace {
@@ -44,7 +41,7 @@ std::vector<Tensor<T>> vjp_builtin(BuiltinOp op, const ascan::detail::PointwiseP
 }  // namespace
 ASCAN_ISA_END
 
-extern const BuiltinVjps ASCAN_ISA_CAT_(builtin_vjps, ASCAN_ISA_NAMESPACE);
-const BuiltinVjps ASCAN_ISA_CAT_(builtin_vjps, ASCAN_ISA_NAMESPACE){&vjp_builtin<float>, &vjp_builtin<double>};
+extern const BuiltinVjps ASCAN_ISA_NAME(builtin_vjps);
+const BuiltinVjps ASCAN_ISA_NAME(builtin_vjps){&vjp_builtin<float>, &vjp_builtin<double>};
 
 }  // namespace ascan::ad::detail

@@ -15,9 +15,6 @@
 #error "src/builtin_scan.cpp is compiled once per ISA level, with ASCAN_DISPATCH_ISA set"
 #endif
 
-#define ASCAN_ISA_CAT2_(a, b) a##_##b
-#define ASCAN_ISA_CAT_(a, b) ASCAN_ISA_CAT2_(a, b)
-
 namespace ascan::detail {
 ASCAN_ISA_BEGIN
 namespace {
@@ -42,7 +39,7 @@ void scan_builtin(BuiltinOp op, const Tensor<T>* xs, const Tensor<T>* ys, const 
 }  // namespace
 ASCAN_ISA_END
 
-extern const BuiltinScans ASCAN_ISA_CAT_(builtin_scans, ASCAN_ISA_NAMESPACE);
-const BuiltinScans ASCAN_ISA_CAT_(builtin_scans, ASCAN_ISA_NAMESPACE){&scan_builtin<float>, &scan_builtin<double>};
+extern const BuiltinScans ASCAN_ISA_NAME(builtin_scans);
+const BuiltinScans ASCAN_ISA_NAME(builtin_scans){&scan_builtin<float>, &scan_builtin<double>};
 
 }  // namespace ascan::detail

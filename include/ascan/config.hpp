@@ -88,6 +88,12 @@
 #define ASCAN_ISA_POP
 #endif
 
+// A name suffixed with the kernels' namespace, for the one symbol each dispatched level exports:
+// ASCAN_ISA_NAME(builtin_scans) is builtin_scans_isa_avx2 in the AVX2 level's file.
+#define ASCAN_ISA_CAT2_(a, b) a##_##b
+#define ASCAN_ISA_CAT_(a, b) ASCAN_ISA_CAT2_(a, b)
+#define ASCAN_ISA_NAME(prefix) ASCAN_ISA_CAT_(prefix, ASCAN_ISA_NAMESPACE)
+
 // Opens and closes the kernels' namespace (inside namespace ascan::detail or ascan::ad::detail).
 #define ASCAN_ISA_BEGIN ASCAN_ISA_PUSH inline namespace ASCAN_ISA_NAMESPACE {
 #define ASCAN_ISA_END } ASCAN_ISA_POP
