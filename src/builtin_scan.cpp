@@ -40,6 +40,6 @@ void scan_builtin(BuiltinOp op, const Tensor<T>* xs, const Tensor<T>* ys, const 
 ASCAN_ISA_END
 
 extern const BuiltinScans ASCAN_ISA_NAME(builtin_scans);
-const BuiltinScans ASCAN_ISA_NAME(builtin_scans){&scan_builtin<float>, &scan_builtin<double>};
+const BuiltinScans ASCAN_ISA_NAME(builtin_scans){&scan_builtin<float>, &scan_builtin<double>, &stream_copy_here};
 
 }  // namespace ascan::detail

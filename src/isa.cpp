@@ -140,6 +140,8 @@ const BuiltinScans* active_scans() {
 }
 }  // namespace
 
+StreamCopy active_stream_copy() { return active_scans()->stream_copy; }
+
 void builtin_pointwise_scan(BuiltinOp op, const Tensor<float>* xs, const Tensor<float>* ys, const PointwisePlan& plan,
                             bool reverse) {
   active_scans()->f32(op, xs, ys, plan, reverse);

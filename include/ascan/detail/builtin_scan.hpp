@@ -14,6 +14,7 @@
 
 #include "ascan/combine.hpp"
 #include "ascan/detail/scan_plan.hpp"
+#include "ascan/detail/stream_store.hpp"
 #include "ascan/tensor.hpp"
 
 namespace ascan::detail {
@@ -58,6 +59,7 @@ void builtin_pointwise_scan(BuiltinOp op, const Tensor<double>* xs, const Tensor
 struct BuiltinScans {
   void (*f32)(BuiltinOp, const Tensor<float>*, const Tensor<float>*, const PointwisePlan&, bool);
   void (*f64)(BuiltinOp, const Tensor<double>*, const Tensor<double>*, const PointwisePlan&, bool);
+  StreamCopy stream_copy;  // the level's streaming copy (stream_store.hpp)
 };
 
 // The index of active_isa() among the compiled levels (0 baseline, 1 AVX2, 2 AVX-512), for the

@@ -218,6 +218,7 @@ inline void PointwiseRunner<X, F, Epi>::copy_rows(const Group& g, const Group& f
   const bool packed = std::abs(y_step_) == g.w;
   const int64_t stretches = packed ? 1 : e - a, row_stride = std::abs(y_step_);
   const Ptrs dst = y_row(g, lo), src = y_row(from, lo);
+  const StreamCopy copy = streaming ? stream_copier() : nullptr;
   static_for<L>([&](auto I) {
     if constexpr (Epi::active) {
       if (!epi_.keeps(I)) return;
@@ -229,11 +230,11 @@ inline void PointwiseRunner<X, F, Epi>::copy_rows(const Group& g, const Group& f
       if (!streaming) {
         std::memcpy(d, p, bytes);
       } else if (pf == nullptr || pf->lines == 0) {
-        stream_copy(d, p, bytes);
+        copy(d, p, bytes);
       } else {
         for (size_t o = 0; o < bytes; o += MemoryPolicy::prefetch_pace_bytes) {
           const size_t n = std::min(bytes - o, MemoryPolicy::prefetch_pace_bytes);
-          stream_copy(reinterpret_cast<std::byte*>(d) + o, reinterpret_cast<const std::byte*>(p) + o, n);
+          copy(reinterpret_cast<std::byte*>(d) + o, reinterpret_cast<const std::byte*>(p) + o, n);
           pf->advance(static_cast<int64_t>(n));
         }
       }

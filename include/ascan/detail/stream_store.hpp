@@ -24,13 +24,19 @@
 #define ASCAN_STREAM_INLINE inline __attribute__((always_inline))
 
 namespace ascan::detail {
+
+// A streaming copy (stream_copy's signature). active_stream_copy (src/isa.cpp): the copy of the
+// level active_isa() runs, compiled into ascan::core with the builtins.
+using StreamCopy = void (*)(void* dst, const void* src, size_t bytes);
+StreamCopy active_stream_copy();
+
 ASCAN_ISA_BEGIN
 
-// Copies `bytes` bytes from `src` to `dst` (no overlap); the aligned middle is written with
-// streaming stores, the unaligned head and tail with plain ones. With AVX-512 each store writes
-// a whole 64-byte line, one store per line instead of two 32-byte ones. Call stream_fence()
-// before another thread is told the data is there.
-inline void stream_copy(void* dst, const void* src, size_t bytes) {
+// Copies `bytes` bytes from `src` to `dst` (no overlap) with this translation unit's vectors; the
+// aligned middle is written with streaming stores, the unaligned head and tail with plain ones.
+// With AVX-512 each store writes a whole 64-byte line, one store per line instead of two 32-byte
+// ones. Call stream_fence() before another thread is told the data is there.
+inline void stream_copy_here(void* dst, const void* src, size_t bytes) {
 #if ASCAN_HAS_STREAM_STORES
 #if ASCAN_ISA_LEVEL >= 3
   using Word = __m512i;
@@ -61,6 +67,21 @@ inline void stream_copy(void* dst, const void* src, size_t bytes) {
   std::memcpy(dst, src, bytes);
 #endif
 }
+
+// The streaming copy kernels call. Code compiled below AVX-512 outside the library's level files
+// (a user's combine in a default build) calls the library's copy for the running CPU: the
+// scan's output went out several times slower through 16-byte streaming stores than through
+// 64-byte ones on an AVX-512 machine (docs/performance/user_build.md), a cost the user's flags
+// should not decide. Fetch it once per loop: it is an indirect call.
+inline StreamCopy stream_copier() {
+#if ASCAN_HAS_STREAM_STORES && ASCAN_ISA_LEVEL < 3 && !defined(ASCAN_DISPATCH_ISA)
+  return active_stream_copy();
+#else
+  return &stream_copy_here;
+#endif
+}
+
+inline void stream_copy(void* dst, const void* src, size_t bytes) { stream_copier()(dst, src, bytes); }
 
 // Orders the streaming stores before any later store (they are weakly ordered otherwise).
 // One 64-byte cache line of T as a vector (GCC vector extension: one AVX-512 register, two AVX

@@ -64,6 +64,7 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
         const int64_t n = count;
         const bool padded = n != w;
         const bool streamed = stream_dx && !padded;
+        const ascan::detail::StreamCopy stream_copy = streamed ? ascan::detail::stream_copier() : nullptr;
         const int64_t lo = padded && !reverse ? n - w : 0;  // the first real lane
         // Windows in place: the output rows are packed (ys and ḡ share its layout), and so are
         // the leaves read in place; steps s < first_window are staged.
@@ -121,7 +122,7 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
             } else if (d_base[l] && staged) {
               copy_short(dr[l] + lo, d_base[l] + at(s) * step, w);
             } else if (d_base[l] && streamed) {
-              ascan::detail::stream_copy(d_base[l] + at(s) * step, dr[l], w * sizeof(T));
+              stream_copy(d_base[l] + at(s) * step, dr[l], w * sizeof(T));
             }
           }
         };
