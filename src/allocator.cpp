@@ -2,7 +2,10 @@
 // of small blocks.
 #include "ascan/allocator.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <bit>
 #include <cstdlib>
@@ -11,6 +14,8 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "ascan/error.hpp"
 
 namespace ascan {
 namespace {
@@ -368,14 +373,48 @@ int64_t cache_limit() { return cache().limit.load(std::memory_order_relaxed); }
 
 namespace detail {
 
-StorageHeader* allocate_storage(size_t payload_bytes) {
-  const size_t cls = size_class(payload_bytes + kStorageHeaderBytes);
+namespace {
+
+std::atomic<int64_t> fail_countdown{0};  // fail_storage_allocation(): requests until the failure
+
+StorageHeader* allocate_once(size_t cls) {
   ThreadCache* tc = cls <= kThreadClassLimit ? thread_cache() : nullptr;
-  StorageHeader* h = tc ? take_thread_cached(*tc, cls) : cache().allocate(cls);
+  return tc ? take_thread_cached(*tc, cls) : cache().allocate(cls);
+}
+
+[[noreturn]] void out_of_memory(size_t payload_bytes, const char* after) {
+  const AllocatorStats s = allocator_stats();
+  throw OutOfMemory(fmt::format("ascan: out of memory: a tensor storage of {} bytes ({:.1f} GiB) could not be "
+                                "allocated{}; tensors hold {} bytes, the cache {}",
+                                payload_bytes, static_cast<double>(payload_bytes) / (1 << 30), after,
+                                s.bytes_in_use, s.bytes_cached));
+}
+
+}  // namespace
+
+StorageHeader* allocate_storage(size_t payload_bytes) {
+  if (payload_bytes > static_cast<size_t>(kMaxStorageBytes)) out_of_memory(payload_bytes, " (more than a storage may hold)");
+  if (fail_countdown.load(std::memory_order_relaxed) > 0 && fail_countdown.fetch_sub(1) == 1)
+    out_of_memory(payload_bytes, " (fail_storage_allocation)");
+  const size_t cls = size_class(payload_bytes + kStorageHeaderBytes);
+  StorageHeader* h;
+  try {
+    h = allocate_once(cls);
+  } catch (const std::bad_alloc&) {
+    // The cache's blocks may be what the system lacks: return them and try once more.
+    empty_cache();
+    try {
+      h = allocate_once(cls);
+    } catch (const std::bad_alloc&) {
+      out_of_memory(payload_bytes, ", also after the cache returned its blocks to the system");
+    }
+  }
   h->refs.store(1, std::memory_order_relaxed);
   h->base = nullptr;
   return h;
 }
+
+void fail_storage_allocation(int64_t n) { fail_countdown.store(n < 0 ? 0 : n, std::memory_order_relaxed); }
 
 void free_storage(StorageHeader* h) {
   if (StorageHeader* base = h->base) {

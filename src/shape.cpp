@@ -9,13 +9,23 @@
 namespace ascan {
 
 int64_t shape_numel(const Shape& shape, std::string_view where) {
-  int64_t n = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0)
+  return shape_numel(shape.data(), shape.size(), where);
+}
+
+int64_t shape_numel(const int64_t* dims, size_t rank, std::string_view where) {
+  bool empty = false;
+  for (size_t i = 0; i < rank; ++i) {
+    if (dims[i] < 0)
       detail::raise("{}: shape {} has a negative extent on dim {}, expected extents >= 0", where,
-                    format_shape(shape), i);
-    n *= shape[i];
+                    format_shape(Shape(dims, dims + rank)), i);
+    empty = empty || dims[i] == 0;
   }
+  if (empty) return 0;
+  int64_t n = 1;
+  for (size_t i = 0; i < rank; ++i)
+    if (__builtin_mul_overflow(n, dims[i], &n))
+      detail::raise("{}: shape {} has more elements than an int64_t counts (at most 2^63 - 1)", where,
+                    format_shape(Shape(dims, dims + rank)));
   return n;
 }
 

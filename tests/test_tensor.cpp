@@ -9,6 +9,12 @@
 #include <set>
 #include <sstream>
 
+// The out-of-memory test asks for more than the address space: under AddressSanitizer the
+// allocation returns null (and ascan throws) instead of ASan reporting it.
+#if defined(__SANITIZE_ADDRESS__)
+extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
+#endif
+
 namespace {
 
 using ascan::Shape;
@@ -85,6 +91,75 @@ TEST(Tensor, ReshapeSharesStorageAndInfers) {
     EXPECT_NE(std::string(e.what()).find("ascan::Tensor::reshape()"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("[5, 3]"), std::string::npos) << e.what();
   }
+}
+
+// Shapes whose element count does not fit in int64_t are refused before anything is allocated,
+// with the function and the shape; so are counts whose bytes a storage cannot hold.
+template <class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ascan::Error& e) {
+    return e.what();
+  }
+  return "(no ascan::Error)";
+}
+
+TEST(Tensor, ShapeOverflowIsAnError) {
+  const int64_t big = (int64_t{1} << 61) + 1;
+  EXPECT_EQ(error_of([&] { Tensor<float>::empty({big, 8}); }),
+            "ascan::Tensor: shape [2305843009213693953, 8] has more elements than an int64_t counts (at most 2^63 - 1)");
+  EXPECT_EQ(error_of([&] { Tensor<float>::zeros({int64_t{1} << 32, int64_t{1} << 31}); }),
+            "ascan::Tensor: shape [4294967296, 2147483648] has more elements than an int64_t counts (at most 2^63 - 1)");
+  const std::string bytes = error_of([&] { Tensor<double>::empty({int64_t{1} << 58, 2}); });
+  EXPECT_EQ(bytes.rfind("ascan::Tensor: shape [288230376151711744, 2] needs 576460752303423488 elements of 8 bytes", 0), 0u)
+      << bytes;
+  EXPECT_EQ(error_of([&] { ascan::shape_numel({3, -1, 2}); }),
+            "ascan::shape_numel(): shape [3, -1, 2] has a negative extent on dim 1, expected extents >= 0");
+  // A zero extent makes any shape empty, however large the others.
+  EXPECT_EQ(ascan::shape_numel({big, big, 0}), 0);
+  EXPECT_EQ(Tensor<float>::empty({big, 0, big}).numel(), 0);
+  // reshape: overflowing shapes, with and without the inferred extent.
+  const auto t = Tensor<float>::zeros({4, 2});
+  EXPECT_NE(error_of([&] { t.reshape({big, 8}); }).find("ascan::Tensor::reshape(): shape [2305843009213693953, 8] has more elements"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { t.reshape({big, -1, 8}); }).find("ascan::Tensor::reshape(): shape [2305843009213693953, 8] has more elements"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { t.reshape({3, -1}); }), "ascan::Tensor::reshape(): cannot view 8 elements of shape [4, 2] as shape [3, -1]");
+}
+
+// A request the system refuses is an ascan::OutOfMemory (a std::bad_alloc) that says how many
+// bytes were asked for; the allocator stays usable. The injected failure (the test hook) does the
+// same without asking the system.
+TEST(Tensor, OutOfMemorySaysWhatWasAsked) {
+  try {
+    Tensor<float>::empty({int64_t{1} << 46});  // 256 TiB: more than the address space, even overcommitted
+    FAIL() << "expected ascan::OutOfMemory";
+  } catch (const ascan::OutOfMemory& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("ascan: out of memory: a tensor storage of 281474976710656 bytes (262144.0 GiB) "
+                                          "could not be allocated, also after the cache returned its blocks",
+                                          0),
+              0u)
+        << e.what();
+  }
+  EXPECT_THROW(Tensor<float>::empty({int64_t{1} << 46}), std::bad_alloc);
+  EXPECT_EQ(Tensor<float>::full({1000}, 1.0f).data()[999], 1.0f);
+
+  ascan::detail::fail_storage_allocation(2);
+  const auto first = Tensor<double>::zeros({10});  // the first request succeeds
+  try {
+    Tensor<double>::zeros({3, 5});
+    FAIL() << "expected ascan::OutOfMemory";
+  } catch (const ascan::OutOfMemory& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("ascan: out of memory: a tensor storage of 120 bytes (0.0 GiB) could not be "
+                                          "allocated (fail_storage_allocation); tensors hold ",
+                                          0),
+              0u)
+        << e.what();
+  }
+  const auto after = Tensor<double>::full({3, 5}, 2.0);  // disarmed: the next request works
+  EXPECT_EQ(after.data()[14], 2.0);
+  EXPECT_EQ(first.data()[9], 0.0);
 }
 
 // A reshaped handle keeps the storage alive after the original handle is gone.

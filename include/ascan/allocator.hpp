@@ -55,9 +55,18 @@ struct StorageHeader {
 inline constexpr size_t kStorageHeaderBytes = 64;
 static_assert(sizeof(StorageHeader) <= kStorageHeaderBytes);
 
+// The most bytes one storage may hold (Tensor checks shapes against it before allocating).
+inline constexpr int64_t kMaxStorageBytes = int64_t{1} << 60;
+
 // A block with room for `payload_bytes` after its header (64-byte aligned); refs = 1, no base,
-// shape unspecified (the caller assigns it).
+// shape unspecified (the caller assigns it). When the system refuses, the cache's blocks are
+// returned to it and the request tried once more; then ascan::OutOfMemory (a std::bad_alloc)
+// says how many bytes were asked for and how many tensors hold.
 StorageHeader* allocate_storage(size_t payload_bytes);
+
+// Test hook (fault injection): the n-th allocate_storage() from now (1: the next) fails as if
+// the system had refused it, cache or not; 0 disarms. One armed failure at a time, process-wide.
+void fail_storage_allocation(int64_t n);
 // Gives a block whose count reached zero back to the cache (and releases its base).
 void free_storage(StorageHeader* h);
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -15,6 +16,17 @@ namespace ascan {
 class Error : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
+};
+
+// Thrown when memory for a tensor cannot be had: a std::bad_alloc (catch it as one), whose
+// what() says how many bytes were asked for and how many the library's tensors held.
+class OutOfMemory : public std::bad_alloc {
+ public:
+  explicit OutOfMemory(const std::string& message) : message_(message) {}
+  const char* what() const noexcept override { return message_.what(); }
+
+ private:
+  std::runtime_error message_;  // (a string whose copy does not throw)
 };
 
 namespace detail {

@@ -10,8 +10,10 @@ namespace ascan {
 
 using Shape = std::vector<int64_t>;
 
-// Product of the extents (1 for rank 0). Throws ascan::Error from `where` on a negative extent.
+// Product of the extents (1 for rank 0). Throws ascan::Error from `where` on a negative extent
+// or a product beyond int64_t (extents with a 0 among them count 0 elements, whatever the rest).
 int64_t shape_numel(const Shape& shape, std::string_view where = "ascan::shape_numel()");
+int64_t shape_numel(const int64_t* dims, size_t rank, std::string_view where);
 
 // "[2, 3, 4]".
 std::string format_shape(const Shape& shape);

@@ -182,12 +182,19 @@ class Tensor {
       } else if (new_shape[i] < 0) {
         detail::raise("ascan::Tensor::reshape(): shape {} has a negative extent, expected >= 0 or -1",
                       format_shape(new_shape));
-      } else {
-        known *= new_shape[i];
       }
     }
-    if (infer >= 0 && known > 0 && numel_ % known == 0) new_shape[infer] = numel_ / known;
-    if (shape_numel(new_shape, "ascan::Tensor::reshape()") != numel_ || (infer >= 0 && known == 0))
+    if (infer < 0) {
+      known = shape_numel(new_shape, "ascan::Tensor::reshape()");  // throws beyond int64_t
+    } else {
+      Shape rest = new_shape;
+      rest.erase(rest.begin() + infer);
+      known = shape_numel(rest, "ascan::Tensor::reshape()");
+    }
+    // known: the product of the extents other than the -1, or of all of them.
+    const bool fits = infer < 0 ? known == numel_ : known > 0 && numel_ % known == 0;
+    if (fits && infer >= 0) new_shape[infer] = numel_ / known;
+    if (!fits)
       detail::raise("ascan::Tensor::reshape(): cannot view {} elements of shape {} as shape {}",
                     numel_, format_shape(shape()), format_shape(new_shape));
     // A view header with the new shape on the same elements.
@@ -237,11 +244,11 @@ class Tensor {
 
   // Uninitialised elements of shape dims[0 .. rank).
   Tensor(const int64_t* dims, size_t rank) {
-    int64_t n = 1;
-    for (size_t i = 0; i < rank; ++i) {
-      if (dims[i] < 0) shape_numel(Shape(dims, dims + rank), "ascan::Tensor");  // throws
-      n *= dims[i];
-    }
+    const int64_t n = shape_numel(dims, rank, "ascan::Tensor");
+    if (n > detail::kMaxStorageBytes / static_cast<int64_t>(sizeof(T)))
+      detail::raise("ascan::Tensor: shape {} needs {} elements of {} bytes, more than the {} bytes a storage may "
+                    "hold",
+                    format_shape(Shape(dims, dims + rank)), n, sizeof(T), detail::kMaxStorageBytes);
     detail::StorageHeader* h = detail::allocate_storage(sizeof(T) * static_cast<size_t>(std::max<int64_t>(n, 1)));
     detail::set_header_shape(h, dims, rank);
     h_ = h;

@@ -29,10 +29,23 @@ class DeviceTensor {
   // Uninitialised elements. Throws ascan::Error on a negative extent or a failed allocation.
   explicit DeviceTensor(Shape shape)
       : shape_(std::move(shape)),
-        numel_(shape_numel(shape_, "ascan::cuda::DeviceTensor()")),
+        numel_(checked_numel(shape_)),
         data_(static_cast<T*>(detail::device_allocate(bytes(), "ascan::cuda::DeviceTensor()"))) {}
 
   static DeviceTensor empty(Shape shape) { return DeviceTensor(std::move(shape)); }
+
+ private:
+  // The element count, its bytes representable (as host storage's, allocator.hpp).
+  static int64_t checked_numel(const Shape& shape) {
+    const int64_t n = shape_numel(shape, "ascan::cuda::DeviceTensor()");
+    if (n > ascan::detail::kMaxStorageBytes / static_cast<int64_t>(sizeof(T)))
+      ascan::detail::raise("ascan::cuda::DeviceTensor(): shape {} needs {} elements of {} bytes, more than the {} "
+                           "bytes a storage may hold",
+                           format_shape(shape), n, sizeof(T), ascan::detail::kMaxStorageBytes);
+    return n;
+  }
+
+ public:
 
   DeviceTensor(const DeviceTensor&) = delete;
   DeviceTensor& operator=(const DeviceTensor&) = delete;
