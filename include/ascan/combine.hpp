@@ -28,15 +28,18 @@ struct Mul {
   ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const { return a * b; }
 };
 
-// Ties go to the right operand (so its derivative receives the gradient).
+// NaN wins, as in NumPy's maximum.accumulate and torch.cummax: a running max is NaN from the
+// first NaN on (the left operand when both are), and the gradient goes to that NaN's element.
+// Otherwise ties go to the right operand (so its derivative receives the gradient). `|`, not
+// `||`: on vector types the comparisons are lane masks.
 struct Max {
   template <class A>
-  ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const { return a > b ? a : b; }
+  ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const { return (a > b) | (a != a) ? a : b; }
 };
 
 struct Min {
   template <class A>
-  ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const { return a < b ? a : b; }
+  ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const { return (a < b) | (a != a) ? a : b; }
 };
 
 // log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)); equal infinities (and NaNs)
