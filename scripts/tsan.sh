@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# tsan.sh — the threaded tests under ThreadSanitizer (docs/reliability.md).
+#   scripts/tsan.sh [--smoke]
+# Builds build-tsan/ (RelWithDebInfo, -fsanitize=thread, no CUDA, benchmarks or examples) and runs
+# the suites that start threads: the pool, concurrent callers and exceptions (test_scan_threads),
+# user threads with their own tapes, scans while the pool is resized and exit with scans in
+# flight (test_stress_threads), the tape's thread rules (test_ad_lifetime), every layout's
+# threaded scan (test_scan_pointwise, test_paths) and gradients (test_ad_scan). --smoke: the
+# first two only (CI).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh
+jobs=$(nproc)
+tests=(test_scan_threads test_stress_threads)
+[[ "${1:-}" == "--smoke" ]] || tests+=(test_ad_lifetime test_scan_pointwise test_paths test_ad_scan)
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASCAN_SANITIZE_THREAD=ON -DASCAN_BUILD_BENCH=OFF \
+      -DASCAN_BUILD_EXAMPLES=OFF -DASCAN_ENABLE_CUDA=OFF > /dev/null
+cmake --build build-tsan -j"$jobs" --target "${tests[@]}"
+status=0
+for t in "${tests[@]}"; do
+  echo "== $t"
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" "build-tsan/tests/$t" --gtest_brief=1 || status=1
+done
+exit $status
