@@ -455,7 +455,9 @@ TEST(AdScan, CumulativeProductAdjointAsAScan) {
                                                    // rows of 48 to 1023 lanes (also by scan)
                                                    {{7, 64}, 0},   {{2, 5, 48}, 1},  {{4, 300}, 0}, {{5, 700}, 0}};
   for (bool rev : {false, true}) {
-    for (const auto& [shape, dim] : cases) {
+    for (const auto& c : cases) {
+      const auto& shape = c.first;
+      const int64_t dim = c.second;  // (a variable, not a binding: the lambdas below capture it)
       SCOPED_TRACE(testing::Message() << ascan::format_shape(shape) << ", dim " << dim << ", rev " << rev);
       TD x = uniform(shape, 1, -1.3, 1.3);
       EXPECT_GRADCHECK([rev, dim](const auto& v) { return ascan::associative_scan(ascan::mul, v[0], dim, {.reverse = rev}); },

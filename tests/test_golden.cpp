@@ -157,7 +157,9 @@ void add_cases(std::map<std::string, Case>& cases, const std::string& tn) {
   const std::vector<std::pair<std::string, Shape>> shapes = {
       {"1", {1}}, {"7", {7}}, {"1000", {1000}}, {"big", {big}}, {"T7", {4096, 7}}, {"T256", {1000, 256}},
       {"T1024", {64, 1024}}, {"rows", {4, ref::large(1 << 16)}}, {"3d", {3, 50, 7}}};
-  for (const auto& [sn, shape] : shapes) {
+  for (const auto& named : shapes) {
+    const std::string& sn = named.first;
+    const Shape shape = named.second;  // (a variable, not a binding: the cases' lambdas capture it)
     const int64_t dim = shape.size() == 3 ? 1 : (sn == "rows" ? 1 : 0);
     for (bool rev : {false, true}) {
       const std::string key = tn + "/" + sn + (rev ? "/rev" : "/fwd");

@@ -212,9 +212,11 @@ TEST(ScanGenericBatched, TensorListMatchesReference) {
   const auto compose = [](const List& l, const List& r) { return List{matmul(r[0], l[0]), matmul(r[0], l[1]) + r[1]}; };
   const auto A = signed_permutations({300, 2, 2}, 14);
   const auto b = Tensor<int64_t>::random({300, 2, 1}, 15, -9, 9);
-  const auto [wantA, wantb] = ref::generic([&](const auto& l, const auto& r) {
+  const auto want = ref::generic([&](const auto& l, const auto& r) {
     return std::tuple{matmul(std::get<0>(r), std::get<0>(l)), matmul(std::get<0>(r), std::get<1>(l)) + std::get<1>(r)};
   }, std::tuple{A, b}, 0, true);
+  const auto& wantA = std::get<0>(want);  // (not a binding: the lambda below captures them)
+  const auto& wantb = std::get<1>(want);
   on_threads([&] {
     const List ys = ascan::associative_scan(ascan::generic_batched(compose), List{A, b}, 0, {.reverse = true});
     ASSERT_EQ(ys.size(), 2u);

@@ -34,12 +34,12 @@ struct Mul {
 // `||`: on vector types the comparisons are lane masks.
 struct Max {
   template <class A>
-  ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const { return (a > b) | (a != a) ? a : b; }
+  ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const { return ((a > b) | (a != a)) ? a : b; }
 };
 
 struct Min {
   template <class A>
-  ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const { return (a < b) | (a != a) ? a : b; }
+  ASCAN_HD ASCAN_HOST_INLINE A operator()(const A& a, const A& b) const { return ((a < b) | (a != a)) ? a : b; }
 };
 
 // log(exp(a) + exp(b)) without overflow: max + log1p(exp(-|a - b|)); equal infinities (and NaNs)

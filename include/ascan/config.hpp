@@ -74,9 +74,11 @@
 #define ASCAN_ISA_PRAGMA_STR_(t) _Pragma(#t)
 #define ASCAN_ISA_PRAGMA_(t) ASCAN_ISA_PRAGMA_STR_(t)  // expands ASCAN_ISA_TARGET, then stringizes
 #if defined(__clang__)
-#define ASCAN_ISA_PUSH \
-  ASCAN_ISA_PRAGMA_(clang attribute push(__attribute__((target(ASCAN_ISA_TARGET))), apply_to = function))
-#define ASCAN_ISA_POP _Pragma("clang attribute pop")
+// (A region that declares no function, such as a header of types, is not worth a warning.)
+#define ASCAN_ISA_PUSH                                                                               \
+  _Pragma("clang diagnostic push") _Pragma("clang diagnostic ignored \"-Wpragma-clang-attribute\"") \
+      ASCAN_ISA_PRAGMA_(clang attribute push(__attribute__((target(ASCAN_ISA_TARGET))), apply_to = function))
+#define ASCAN_ISA_POP _Pragma("clang attribute pop") _Pragma("clang diagnostic pop")
 #elif defined(__GNUC__)
 #define ASCAN_ISA_PUSH _Pragma("GCC push_options") ASCAN_ISA_PRAGMA_(GCC target(ASCAN_ISA_TARGET))
 #define ASCAN_ISA_POP _Pragma("GCC pop_options")
@@ -86,6 +88,16 @@
 #else
 #define ASCAN_ISA_PUSH
 #define ASCAN_ISA_POP
+#endif
+
+// Before a loop whose iterations the compiler cannot prove independent (through pointers that
+// may alias) but are: vectorise it anyway. Clang's spelling differs from GCC's.
+#if defined(__clang__)
+#define ASCAN_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define ASCAN_IVDEP _Pragma("GCC ivdep")
+#else
+#define ASCAN_IVDEP
 #endif
 
 // A name suffixed with the kernels' namespace, for the one symbol each dispatched level exports:

@@ -141,7 +141,11 @@ V scan_pointwise(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opt
   using X = typename Tree::Values;
   using Elem = typename ascan::detail::Tree<X>::Elem;
   constexpr size_t L = ascan::detail::Tree<X>::num_leaves;
-  const auto [in_ids, xs, shapes] = collect_inputs<Tree>(vars);
+  // (Not a structured binding: lambdas below capture these, which Clang accepts from 16 on.)
+  const auto inputs = collect_inputs<Tree>(vars);
+  const auto& in_ids = std::get<0>(inputs);
+  const auto& xs = std::get<1>(inputs);
+  const auto& shapes = std::get<2>(inputs);
   ascan::detail::PointwisePlan plan;
   X ys_struct;
   try {
@@ -190,7 +194,11 @@ template <class V, class Fn>
 V scan_generic(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opts) {
   using Tree = VarTree<V>;
   using T = typename Tree::Scalar;
-  const auto [in_ids, xs, shapes] = collect_inputs<Tree>(vars);
+  // (Not a structured binding: lambdas below capture these, which Clang accepts from 16 on.)
+  const auto inputs = collect_inputs<Tree>(vars);
+  const auto& in_ids = std::get<0>(inputs);
+  const auto& xs = std::get<1>(inputs);
+  const auto& shapes = std::get<2>(inputs);
   const size_t L = xs.size();
   const int64_t d = ascan::detail::check_generic_leaves(shapes, dim, kAdScanName);
   const int64_t T_len = shapes[0][d];

@@ -99,7 +99,10 @@ inline LocalScan PointwiseRunner<X, F, Epi>::first_local_scan(int64_t w, int64_t
 // inputs.
 template <class X, class F, class Epi>
 inline bool PointwiseRunner<X, F, Epi>::process(int64_t item, std::byte* scratch, NextItem& next, bool cached) {
-  const auto [g, b, s0, s1] = item_rows(item);
+  // (Not a structured binding: lambdas below capture these, which Clang accepts from 16 on.)
+  const ItemRows rows = item_rows(item);
+  const Group& g = rows.g;
+  const int64_t b = rows.b, s0 = rows.s0, s1 = rows.s1;
   if (one_pass_ && lanes_path(g.w)) {  // rows of lanes, one thread
     // Blocks run in order on the one worker: the predecessor's last row is final.
     if (b > 0 && !chain_->wait(item - 1)) return false;

@@ -144,7 +144,7 @@ inline void PointwiseRunner<X, F, Epi>::scan_sequences_blocked(const Group& g, i
               for (int64_t m = 0; m < M; ++m) BT::st(std::get<I>(row.v).data() + m * V, r[I][m][q]);
             });
             const Ptrs pa = acc.ptrs(), pr = row.ptrs();
-#pragma GCC ivdep
+ASCAN_IVDEP
             for (int64_t j = 0; j < S; ++j) Access::store(pa, j, to_elem<Elem>(f_(Access::load(pa, j), Access::load(pr, j))));
             static_for<L>([&](auto I) {
               for (int64_t m = 0; m < M; ++m) r[I][m][q] = BT::ld(std::get<I>(acc.v).data() + m * V);
@@ -222,7 +222,7 @@ inline void PointwiseRunner<X, F, Epi>::scan_narrow_wide(const Group& g, int64_t
       advance(k);
       load(in, k);
     }
-#pragma GCC ivdep
+ASCAN_IVDEP
     for (int64_t j = 0; j < n; ++j) Access::store(a, j, to_elem<Elem>(f_(Access::load(a, j), Access::load(b, j))));
     for (int k = 0; k < K; ++k) store(k);
   }
@@ -441,7 +441,7 @@ inline void PointwiseRunner<X, F, Epi>::scan_lanes(const Group& g, int64_t s0, i
       // Lanes are independent (y may be x itself, at the same lane; the previous row is
       // another row), which the compiler cannot prove through the pointers: say so, or it
       // emits scalar code.
-#pragma GCC ivdep
+ASCAN_IVDEP
       for (int64_t j = 0; j < w; ++j)
         Access::store(y, j, to_elem<Elem>(f_(Access::load(y, j + prev_off), Access::load(xl, j))));
     };
@@ -495,7 +495,7 @@ inline void PointwiseRunner<X, F, Epi>::fix_up(const Group& g, const Ptrs& carry
     Ptrs lo = y_row(g, y_step_ > 0 ? a : e - 1);
     for (int64_t i = 0; i < n; i += stretch) {
       const int64_t m = std::min(stretch, n - i);
-#pragma GCC ivdep
+ASCAN_IVDEP
       for (int64_t j = 0; j < m; ++j) Access::store(lo, j, f_(Access::load(rep, j), Access::load(lo, j)));
       static_for<L>([&](auto I) { std::get<I>(lo) += stretch; });
     }
@@ -503,7 +503,7 @@ inline void PointwiseRunner<X, F, Epi>::fix_up(const Group& g, const Ptrs& carry
   }
   Ptrs row = y_row(g, a);
   for (int64_t s = a; s < e; ++s) {
-#pragma GCC ivdep
+ASCAN_IVDEP
     for (int64_t j = 0; j < g.w; ++j) Access::store(row, j, f_(Access::load(carry, j), Access::load(row, j)));
     static_for<L>([&](auto I) { std::get<I>(row) += y_step_; });
   }

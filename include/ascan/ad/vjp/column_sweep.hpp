@@ -175,7 +175,7 @@ std::vector<Tensor<T>> pointwise_vjp_columns(const F& f, const ascan::detail::Po
           }
           // One loop per step (a separate loop for g of a constant 8 lanes was unrolled before
           // it could be vectorised). Rows of different tensors (and the stack buffers) never overlap.
-#pragma GCC ivdep
+ASCAN_IVDEP
           for (int64_t j = 0; j < n; ++j) {
             std::array<T, L> gn, left, right;
             std::array<T, L * L> A, B;

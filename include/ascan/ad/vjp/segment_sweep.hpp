@@ -319,7 +319,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
       for (size_t l = 0; l < L; ++l) c[l][j] = T(0);
     }
     walk(r, false, [&](int64_t row, int64_t) {
-#pragma GCC ivdep
+ASCAN_IVDEP
         for (int64_t j = 0; j < VW; ++j) {
           std::array<T, L> cn, left, right;
           std::array<T, L * L> Mn, A;
@@ -378,7 +378,7 @@ std::vector<Tensor<T>> pointwise_vjp_segments(const F& f, const ascan::detail::P
       for (size_t e = 0; e < L * L; ++e) a_next[e][j] = a_end[r.v[j] * L * L + e];
     }
     walk(r, resident, [&](int64_t row, int64_t qq) {
-#pragma GCC ivdep
+ASCAN_IVDEP
         for (int64_t j = 0; j < VW; ++j) {
           std::array<T, L> gn, left, right;
           std::array<T, L * L> A, B;
