@@ -109,6 +109,20 @@ Tensor<T> scan1(const F& f, const Tensor<T>& x, const Shape& full, int64_t dim, 
   return y;
 }
 
+// add, exact for both types: int64, and doubles that are multiples of 1/8 below 12 in
+// magnitude, at most 40000 of them, so every partial sum is a multiple of 1/8 below 2^19, exact
+// in double whatever the association.
+template <class T>
+void check_add(Input& in, const Shape& full, int64_t dim, int64_t signed_dim, bool reverse, int place, Kind kind) {
+  const Tensor<T> x = values<T>(in, full, kind);
+  const Tensor<T> y = scan1(ascan::add, x, full, signed_dim, reverse, place);
+  T acc = 0;
+  fold<T>(full, dim, reverse, [&](bool first, int64_t i) {
+    acc = first ? at(x, full, i) : acc + at(x, full, i);
+    if (y.data()[i] != acc) finding("add differs from the fold", i);
+  });
+}
+
 void run(Input& in) {
   const int rank = 1 + in.below(4);
   Shape full(rank);
@@ -146,16 +160,7 @@ void run(Input& in) {
                  ascan::format_shape(full).c_str(), static_cast<long long>(dim), static_cast<long long>(signed_dim),
                  reverse, static_cast<int>(kind), place, ascan::num_threads());
   switch (kind) {
-    case Kind::add_i64: {
-      const Tensor<int64_t> x = values<int64_t>(in, full, kind);
-      const Tensor<int64_t> y = scan1(ascan::add, x, full, signed_dim, reverse, place);
-      int64_t acc = 0;
-      fold<int64_t>(full, dim, reverse, [&](bool first, int64_t i) {
-        acc = first ? at(x, full, i) : acc + at(x, full, i);
-        if (y.data()[i] != acc) finding("int64 add differs from the fold", i);
-      });
-      break;
-    }
+    case Kind::add_i64: check_add<int64_t>(in, full, dim, signed_dim, reverse, place, kind); break;
     case Kind::affine_mod7: {
       // (a1, b1) then (a2, b2): x -> a2 (a1 x + b1) + b2, mod 7.
       const auto affine = [](auto l, auto r) {
@@ -190,18 +195,7 @@ void run(Input& in) {
       });
       break;
     }
-    case Kind::add_f64: {
-      const Tensor<double> x = values<double>(in, full, kind);
-      const Tensor<double> y = scan1(ascan::add, x, full, signed_dim, reverse, place);
-      // Values are multiples of 1/8 below 12 in magnitude, at most 40000 of them: every partial
-      // sum is a multiple of 1/8 below 2^19, exact in double whatever the association.
-      double acc = 0;
-      fold<double>(full, dim, reverse, [&](bool first, int64_t i) {
-        acc = first ? at(x, full, i) : acc + at(x, full, i);
-        if (y.data()[i] != acc) finding("double add differs from the fold", i);
-      });
-      break;
-    }
+    case Kind::add_f64: check_add<double>(in, full, dim, signed_dim, reverse, place, kind); break;
     case Kind::max_f64:
     case Kind::min_f64: {
       const bool is_max = kind == Kind::max_f64;
