@@ -15,63 +15,24 @@
 #include <tuple>
 #include <vector>
 
+#include "fold.hpp"
 #include "fuzz_input.hpp"
 
 namespace {
 
 using ascan::Shape;
 using ascan::Tensor;
+using fuzz::at;
+using fuzz::fold;
 using fuzz::Input;
+using fuzz::leaf_shape;
+using fuzz::numel;
 
 enum class Kind { add_i64, affine_mod7, add_f64, max_f64, min_f64 };
 
 [[noreturn]] void finding(const char* what, int64_t at) {
   std::fprintf(stderr, "fuzz_scan: %s (element %lld)\n", what, static_cast<long long>(at));
   std::abort();
-}
-
-int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t e : s) n *= e;
-  return n;
-}
-
-// Element `i` of the full (broadcast) shape read from a leaf of shape `leaf` (same rank).
-template <class T>
-T at(const Tensor<T>& t, const Shape& full, int64_t i) {
-  const Shape& s = t.shape();
-  int64_t off = 0, stride = 1;
-  for (size_t d = full.size(); d-- > 0;) {
-    const int64_t idx = i % full[d];
-    i /= full[d];
-    if (s[d] != 1) off += idx * stride;
-    stride *= s[d];
-  }
-  return t.data()[off];
-}
-
-// The sequential fold along `dim` of the full shape: for each line, acc = f(acc, x_t).
-template <class T, class Step>
-void fold(const Shape& full, int64_t dim, bool reverse, Step&& step) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= full[d];
-  for (size_t d = dim + 1; d < full.size(); ++d) inner *= full[d];
-  const int64_t n = full[dim];
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j = 0; j < inner; ++j)
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t t = reverse ? n - 1 - k : k;
-        step(k == 0, (o * n + t) * inner + j);
-      }
-}
-
-// A leaf's shape for a scan of several leaves: the full shape with some extents 1 (broadcast
-// over that dim; along the scan dim, a leaf constant over the steps).
-Shape leaf_shape(Input& in, const Shape& full) {
-  Shape s = full;
-  for (auto& e : s)
-    if (in.below(4) == 0) e = 1;
-  return s;
 }
 
 template <class T>
@@ -117,7 +78,7 @@ void check_add(Input& in, const Shape& full, int64_t dim, int64_t signed_dim, bo
   const Tensor<T> x = values<T>(in, full, kind);
   const Tensor<T> y = scan1(ascan::add, x, full, signed_dim, reverse, place);
   T acc = 0;
-  fold<T>(full, dim, reverse, [&](bool first, int64_t i) {
+  fold(full, dim, reverse, [&](bool first, int64_t i) {
     acc = first ? at(x, full, i) : acc + at(x, full, i);
     if (y.data()[i] != acc) finding("add differs from the fold", i);
   });
@@ -182,7 +143,7 @@ void run(Input& in) {
         ascan::associative_scan(affine, std::tuple{a, b}, signed_dim, o, std::tie(ya, yb));
       }
       int64_t ra = 1, rb = 0;
-      fold<int64_t>(full, dim, reverse, [&](bool first, int64_t i) {
+      fold(full, dim, reverse, [&](bool first, int64_t i) {
         const int64_t xa = at(a, full, i), xb = at(b, full, i);
         if (first) {
           ra = xa;
@@ -203,7 +164,7 @@ void run(Input& in) {
       const Tensor<double> y = is_max ? scan1(ascan::max, x, full, signed_dim, reverse, place)
                                       : scan1(ascan::min, x, full, signed_dim, reverse, place);
       double acc = 0;
-      fold<double>(full, dim, reverse, [&](bool first, int64_t i) {
+      fold(full, dim, reverse, [&](bool first, int64_t i) {
         const double v = at(x, full, i);
         if (first || std::isnan(v)) acc = !first && std::isnan(acc) ? acc : v;
         else if (!std::isnan(acc)) acc = is_max ? std::max(acc, v) : std::min(acc, v);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fuzz.sh — runs each fuzz target with libFuzzer under ASan+UBSan (docs/reliability.md).
-#   scripts/fuzz.sh [SECONDS_PER_TARGET]      (default 600)
+#   scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]      (default 600 s, every target)
 # Builds build-fuzz/ with Clang 14 (Debian clang-14, libfuzzer-14-dev: installed here if missing),
 # then fuzzes each target from its seed corpus (fuzz/corpus/<target>), new inputs going to
 # build-fuzz/corpus/<target>; a finding stops that target and leaves its input in build-fuzz/
@@ -16,6 +16,7 @@ bash scripts/install_deps.sh
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASCAN_SANITIZE=ON \
       -DASCAN_LIBFUZZER=ON -DASCAN_BUILD_BENCH=OFF -DASCAN_BUILD_EXAMPLES=OFF -DASCAN_ENABLE_CUDA=OFF > /dev/null
 targets=$(sed -n 's/^set(ASCAN_FUZZ_TARGETS \(.*\))$/\1/p' fuzz/CMakeLists.txt)
+if (($# > 1)); then shift; targets="$*"; fi
 cmake --build build-fuzz -j"$(nproc)" --target $targets
 status=0
 for t in $targets; do

@@ -1,0 +1,263 @@
+// fuzz_tape.cpp — libFuzzer target: bytes decode into a small float64 program on the tape (1-3
+// parameters of shape [T, n] or [1, n]; up to 8 ops among elementwise arithmetic with
+// broadcasting, tanh, sigmoid, softplus, square, log_softmax, mean, a roll by slice + concat, and
+// scans: builtins, a user pointwise combine, Generic and batched Generic on Var slices), run in
+// one of several lifetimes (the default tape, a nested ad::Tape whose gradients are propagated
+// out, dead-end nodes dropped by a rewind, a retained graph swept twice, a released graph swept
+// again, an explicit seed). The parameters' gradients are checked against central differences
+// of the same program, in float64, at two step sizes (a coordinate where the two disagree is
+// too curved to judge and is skipped). A mismatch, an unexpected exception, a second backward
+// through a released graph that does not throw ascan::Error, a crash or a sanitizer report is
+// a finding (abort).
+#include <ascan/ascan.hpp>
+#include <ascan/autodiff.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <tuple>
+#include <vector>
+
+#include "fuzz_input.hpp"
+
+namespace {
+
+namespace ad = ascan::ad;
+using ascan::Shape;
+using ascan::Tensor;
+using fuzz::Input;
+using TD = Tensor<double>;
+using VD = ad::Var<double>;
+
+[[noreturn]] void finding(const char* what, int64_t at, double got = 0, double want = 0) {
+  std::fprintf(stderr, "fuzz_tape: %s (element %lld: %.17g, expected %.17g)\n", what, static_cast<long long>(at), got,
+               want);
+  std::abort();
+}
+
+constexpr int kOps = 16;
+
+struct Op {
+  int code, a, b;
+  bool reverse;
+};
+
+struct Program {
+  int64_t T = 1, n = 1;
+  std::vector<Shape> param_shapes;
+  std::vector<Op> ops;
+  TD weights;  // the loss is sum(result * weights), or backward with `weights` as the seed
+};
+
+Program decode(Input& in) {
+  Program p;
+  p.T = 1 + in.below(8);
+  p.n = 1 + in.below(3);
+  const int params = 1 + in.below(3);
+  for (int i = 0; i < params; ++i)
+    p.param_shapes.push_back(i > 0 && in.below(4) == 0 ? Shape{1, p.n} : Shape{p.T, p.n});
+  const int ops = 1 + in.below(8);
+  for (int i = 0; i < ops; ++i) {
+    Op op;
+    op.code = in.below(kOps);
+    op.a = in.below(params + i);
+    op.b = in.below(params + i);
+    op.reverse = in.below(2);
+    p.ops.push_back(op);
+  }
+  p.weights = TD::empty({p.T, p.n});
+  for (int64_t i = 0; i < p.weights.numel(); ++i) p.weights.data()[i] = (in.below(64) - 32) / 16.0;
+  return p;
+}
+
+VD full(const VD& v, int64_t T, int64_t n) { return v.shape()[0] == T ? v : ad::broadcast_to(v, Shape{T, n}); }
+
+// The program's ops on the Vars `vals` (the parameters first); returns the last value, [T, n].
+VD run_ops(const Program& p, std::vector<VD> vals) {
+  const int64_t T = p.T, n = p.n;
+  for (const Op& op : p.ops) {
+    const VD& a = vals[op.a];
+    const VD& b = vals[op.b];
+    const ascan::ScanOptions o{.reverse = op.reverse};
+    VD r;
+    switch (op.code) {
+      case 0: r = a + b; break;
+      case 1: r = a - b * 0.5; break;
+      case 2: r = a * b; break;
+      case 3: r = ad::tanh(a) * 1.5; break;
+      case 4: r = ad::sigmoid(a); break;
+      case 5: r = ad::softplus(a) - 0.5; break;
+      case 6: r = ad::square(a) * 0.5; break;
+      case 7: r = ascan::associative_scan(ascan::add, full(a, T, n), op.reverse ? -2 : 0, o) * 0.5; break;
+      case 8: r = ascan::associative_scan(ascan::mul, full(a, T, n), 0, o); break;
+      case 9: r = ascan::associative_scan(ascan::logaddexp, full(a, T, n), 0, o); break;
+      case 10: {  // broadcast leaves: the decay may be [1, n]
+        auto [ya, h] = ascan::associative_scan(ascan::linear_recurrence, std::tuple{ad::tanh(a), b}, 0, o);
+        r = h;
+        break;
+      }
+      case 11: {  // a user pointwise combine (its Jacobians from dual numbers)
+        const auto affine = [](auto l, auto rr) {
+          auto [a1, b1] = l;
+          auto [a2, b2] = rr;
+          return std::tuple{a1 * a2, a2 * b1 + b2};
+        };
+        auto [ya, h] = ascan::associative_scan(affine, std::tuple{full(ad::tanh(a), T, n), full(b, T, n)}, 0, o);
+        r = h + ya;
+        break;
+      }
+      case 12:
+      case 13: {  // Generic and batched Generic on Var slices (the combine runs on the tape)
+        const auto affine = [](const auto& l, const auto& rr) {
+          const auto& [a1, b1] = l;
+          const auto& [a2, b2] = rr;
+          return std::tuple{a1 * a2, a2 * b1 + b2};
+        };
+        const auto xs = std::tuple{full(ad::tanh(a), T, n), full(b, T, n)};
+        auto [ya, h] = op.code == 12 ? ascan::associative_scan(ascan::generic(affine), xs, 0, o)
+                                     : ascan::associative_scan(ascan::generic_batched(affine), xs, 0, o);
+        r = h;
+        break;
+      }
+      case 14: r = ad::log_softmax(a, 1) + ad::mean(b, 0, true); break;
+      case 15: {  // roll along dim 0 by slices and a concat
+        const VD f = full(a, T, n);
+        const int64_t k = T > 1 ? 1 : 0;
+        r = k ? ad::concat<double>({ad::slice(f, 0, k, T), ad::slice(f, 0, 0, k)}, 0) : f * 1.0;
+        break;
+      }
+    }
+    vals.push_back(full(r, T, n));
+  }
+  return vals.back();
+}
+
+double loss_value(const Program& p, const std::vector<TD>& xs) {
+  const ad::NoGradGuard no_grad;
+  std::vector<VD> vals;
+  for (const TD& x : xs) vals.push_back(ad::constant(x));
+  return ad::sum(run_ops(p, vals) * ad::constant(p.weights)).value().data()[0];
+}
+
+// Checks the gradient of each parameter against central differences at steps h and h/2;
+// `times` backward sweeps have accumulated into it.
+void check_gradients(const Program& p, std::vector<TD> xs, const std::vector<TD>& grads, double times) {
+  for (size_t k = 0; k < xs.size(); ++k) {
+    if (grads[k].shape() != xs[k].shape()) finding("a gradient has the wrong shape", static_cast<int64_t>(k));
+    for (int64_t i = 0; i < xs[k].numel(); ++i) {
+      double fd[2];
+      const double x0 = xs[k].data()[i];
+      for (int s = 0; s < 2; ++s) {
+        const double h = s == 0 ? 1e-5 : 5e-6;
+        xs[k].data()[i] = x0 + h;
+        const double up = loss_value(p, xs);
+        xs[k].data()[i] = x0 - h;
+        const double down = loss_value(p, xs);
+        xs[k].data()[i] = x0;
+        fd[s] = (up - down) / (2 * h);
+      }
+      const double tol = 1e-5 * (1 + std::abs(fd[1]));
+      if (!std::isfinite(fd[0]) || !std::isfinite(fd[1]) || std::abs(fd[0] - fd[1]) > tol / 4) continue;
+      const double got = grads[k].data()[i] / times;
+      if (!(std::abs(got - fd[1]) <= tol)) finding("a gradient differs from central differences", i, got, fd[1]);
+    }
+  }
+}
+
+void run(Input& in) {
+  const Program p = decode(in);
+  std::vector<TD> xs;
+  for (const Shape& s : p.param_shapes) {
+    TD x = TD::empty(s);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = (in.below(64) - 32) / 40.0;
+    xs.push_back(x);
+  }
+  const int lifetime = in.below(6);
+  ascan::set_num_threads(1 + in.below(3));
+  // Skip programs whose values grow beyond where float64 central differences are accurate.
+  {
+    const double v = loss_value(p, xs);
+    if (!std::isfinite(v) || std::abs(v) > 1e4) return;
+  }
+
+  std::vector<TD> grads;
+  double times = 1;
+  const auto sweep = [&](ad::Tape<double>& outer, std::vector<VD>& params) {
+    switch (lifetime) {
+      case 0: {  // the default tape, one backward
+        ad::backward(ad::sum(run_ops(p, params) * ad::constant(p.weights)));
+        break;
+      }
+      case 1: {  // dead-end nodes dropped by a rewind before the step
+        const int64_t mark = outer.mark();
+        {
+          const VD dead = ad::exp(run_ops(p, params));
+          (void)dead;
+        }
+        outer.rewind(mark);
+        ad::backward(ad::sum(run_ops(p, params) * ad::constant(p.weights)));
+        break;
+      }
+      case 2: {  // a retained graph swept twice: the gradients add up
+        const VD loss = ad::sum(run_ops(p, params) * ad::constant(p.weights));
+        ad::backward(loss, {.retain_graph = true});
+        ad::backward(loss);
+        times = 2;
+        bool refused = false;
+        try {
+          ad::backward(loss);
+        } catch (const ascan::Error&) {
+          refused = true;
+        }
+        if (!refused) finding("a third backward through a released graph ran", -1);
+        break;
+      }
+      case 3: {  // a released graph swept again must throw and leave the gradients as they were
+        const VD loss = ad::sum(run_ops(p, params) * ad::constant(p.weights));
+        ad::backward(loss);
+        bool refused = false;
+        try {
+          ad::backward(loss);
+        } catch (const ascan::Error&) {
+          refused = true;
+        }
+        if (!refused) finding("a second backward through a released graph ran", -1);
+        break;
+      }
+      case 4: {  // an explicit seed on the [T, n] result
+        ad::backward(run_ops(p, params), p.weights);
+        break;
+      }
+      case 5: {  // a nested tape: the step runs inside, its gradients are propagated out
+        ad::Tape<double> inner;
+        ad::backward(ad::sum(run_ops(p, params) * ad::constant(p.weights)));
+        inner.propagate_to_outer();
+        break;
+      }
+    }
+  };
+  {
+    ad::Tape<double> outer;
+    std::vector<VD> params;
+    for (const TD& x : xs) params.push_back(ad::param(x));
+    sweep(outer, params);
+    for (const VD& v : params) grads.push_back(v.grad());
+  }
+  check_gradients(p, xs, grads, times);
+  if (std::getenv("FUZZ_VERBOSE")) {
+    std::fprintf(stderr, "fuzz_tape: T %lld n %lld params %zu lifetime %d ops", static_cast<long long>(p.T),
+                 static_cast<long long>(p.n), xs.size(), lifetime);
+    for (const Op& op : p.ops) std::fprintf(stderr, " %d(%d,%d)", op.code, op.a, op.b);
+    std::fprintf(stderr, "\n");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Input in(data, size);
+  run(in);
+  return 0;
+}
