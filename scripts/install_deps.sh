@@ -3,7 +3,7 @@
 set -euo pipefail
 # g++-aarch64-linux-gnu: the tests compile the kernels for aarch64 too (tests/portability).
 packages=(cmake make g++ libeigen3-dev libfmt-dev libgtest-dev libbenchmark-dev libtbb-dev gnuplot-nox python3
-          binutils g++-aarch64-linux-gnu)
+          binutils g++-aarch64-linux-gnu librapidcheck-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
