@@ -5,14 +5,15 @@
 # the suites that start threads: the pool, concurrent callers and exceptions (test_scan_threads),
 # user threads with their own tapes, scans while the pool is resized and exit with scans in
 # flight (test_stress_threads), the tape's thread rules (test_ad_lifetime), every layout's
-# threaded scan (test_scan_pointwise, test_paths) and gradients (test_ad_scan). --smoke: the
-# first two only (CI).
+# threaded scan (test_scan_pointwise, test_paths) and gradients (test_ad_scan), exceptions and
+# allocation failures on the pool (test_faults), bitwise results on 1-8 threads (test_properties,
+# when RapidCheck is installed). --smoke: the first two only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 jobs=$(nproc)
 tests=(test_scan_threads test_stress_threads)
-[[ "${1:-}" == "--smoke" ]] || tests+=(test_ad_lifetime test_scan_pointwise test_paths test_ad_scan)
+[[ "${1:-}" == "--smoke" ]] || tests+=(test_ad_lifetime test_scan_pointwise test_paths test_ad_scan test_faults test_properties)
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASCAN_SANITIZE_THREAD=ON -DASCAN_BUILD_BENCH=OFF \
       -DASCAN_BUILD_EXAMPLES=OFF -DASCAN_ENABLE_CUDA=OFF > /dev/null
 cmake --build build-tsan -j"$jobs" --target "${tests[@]}"
