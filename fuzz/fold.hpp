@@ -10,9 +10,11 @@
 
 namespace fuzz {
 
-inline int64_t numel(const ascan::Shape& s) {
+// The most elements a leaf that broadcasts against `full` may have: a 0 extent in `full` may be
+// a 1 in the leaf, so the targets bound this rather than numel(full).
+inline int64_t leaf_numel_bound(const ascan::Shape& full) {
   int64_t n = 1;
-  for (int64_t e : s) n *= e;
+  for (int64_t e : full) n *= e > 1 ? e : 1;
   return n;
 }
 
