@@ -119,7 +119,13 @@ class Pool {
       done_cv_.wait(lock, [&] { return job->remaining.load() == 0; });
       job_ = nullptr;
     }
-    if (job->error) std::rethrow_exception(job->error);
+    // Taken out of the job, so the exception is freed here: a worker may drop the job later.
+    std::exception_ptr error;
+    {
+      std::lock_guard lock(job->error_mutex);
+      error = std::move(job->error);
+    }
+    if (error) std::rethrow_exception(error);
   }
 
  private:
