@@ -117,8 +117,15 @@ void run(Input& in) {
   for (const TD& y : ys) ys_before.push_back(y.clone());
 
   if (std::getenv("FUZZ_VERBOSE"))
+  {
     std::fprintf(stderr, "fuzz_out: shape %s dim %lld reverse %d mode %d valid %d\n", ascan::format_shape(full).c_str(),
                  static_cast<long long>(dim), reverse, static_cast<int>(mode), valid);
+    for (size_t l = 0; l < xs.size(); ++l)
+      std::fprintf(stderr, "  input %zu: %s\n", l, ascan::format_shape(xs[l].shape()).c_str());
+    for (size_t o = 0; o < ys.size(); ++o)
+      std::fprintf(stderr, "  output %zu: %s, storage of input %d\n", o, ascan::format_shape(ys[o].shape()).c_str(),
+                   source[o]);
+  }
   const ascan::ScanOptions opts{.reverse = reverse};
   bool refused = false;
   try {

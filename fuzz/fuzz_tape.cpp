@@ -4,11 +4,10 @@
 // scans: builtins, a user pointwise combine, Generic and batched Generic on Var slices), run in
 // one of several lifetimes (the default tape, a nested ad::Tape whose gradients are propagated
 // out, dead-end nodes dropped by a rewind, a retained graph swept twice, a released graph swept
-// again, an explicit seed). The parameters' gradients are checked against central differences
-// of the same program, in float64, at two step sizes (a coordinate where the two disagree is
-// too curved to judge and is skipped). A mismatch, an unexpected exception, a second backward
-// through a released graph that does not throw ascan::Error, a crash or a sanitizer report is
-// a finding (abort).
+// again, an explicit seed). The parameters' gradients are checked against fourth-order central
+// differences of the same program, in float64, at two step sizes (check_gradients). A mismatch,
+// an unexpected exception, a second backward through a released graph that does not throw
+// ascan::Error, a crash or a sanitizer report is a finding (abort).
 #include <ascan/ascan.hpp>
 #include <ascan/autodiff.hpp>
 
@@ -141,22 +140,27 @@ double loss_value(const Program& p, const std::vector<TD>& xs) {
   return ad::sum(run_ops(p, vals) * ad::constant(p.weights)).value().data()[0];
 }
 
-// Checks the gradient of each parameter against central differences at steps h and h/2;
-// `times` backward sweeps have accumulated into it.
+// Checks the gradient of each parameter against fourth-order central differences
+// (f'(x) ~ [8 (f(x+h) - f(x-h)) - (f(x+2h) - f(x-2h))] / 12h) at steps h = 1e-3 and 5e-4: steps
+// this large keep the forward's rounding (a few ulps of intermediates up to 1e5 or so, amplified
+// by 1 / h) far below the tolerance, and the fourth order keeps the truncation there too. A
+// coordinate where the two estimates disagree is too curved to judge and is skipped. `times`
+// backward sweeps have accumulated into the gradients.
 void check_gradients(const Program& p, std::vector<TD> xs, const std::vector<TD>& grads, double times) {
   for (size_t k = 0; k < xs.size(); ++k) {
     if (grads[k].shape() != xs[k].shape()) finding("a gradient has the wrong shape", static_cast<int64_t>(k));
     for (int64_t i = 0; i < xs[k].numel(); ++i) {
-      double fd[2];
       const double x0 = xs[k].data()[i];
-      for (int s = 0; s < 2; ++s) {
-        const double h = s == 0 ? 1e-5 : 5e-6;
-        xs[k].data()[i] = x0 + h;
-        const double up = loss_value(p, xs);
-        xs[k].data()[i] = x0 - h;
-        const double down = loss_value(p, xs);
+      const auto at = [&](double dx) {
+        xs[k].data()[i] = x0 + dx;
+        const double v = loss_value(p, xs);
         xs[k].data()[i] = x0;
-        fd[s] = (up - down) / (2 * h);
+        return v;
+      };
+      double fd[2];
+      for (int s = 0; s < 2; ++s) {
+        const double h = s == 0 ? 1e-3 : 5e-4;
+        fd[s] = (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h);
       }
       const double tol = 1e-5 * (1 + std::abs(fd[1]));
       if (!std::isfinite(fd[0]) || !std::isfinite(fd[1]) || std::abs(fd[0] - fd[1]) > tol / 4) continue;
@@ -245,13 +249,26 @@ void run(Input& in) {
     sweep(outer, params);
     for (const VD& v : params) grads.push_back(v.grad());
   }
-  check_gradients(p, xs, grads, times);
   if (std::getenv("FUZZ_VERBOSE")) {
     std::fprintf(stderr, "fuzz_tape: T %lld n %lld params %zu lifetime %d ops", static_cast<long long>(p.T),
                  static_cast<long long>(p.n), xs.size(), lifetime);
-    for (const Op& op : p.ops) std::fprintf(stderr, " %d(%d,%d)", op.code, op.a, op.b);
+    for (const Op& op : p.ops) std::fprintf(stderr, " %d(%d,%d%s)", op.code, op.a, op.b, op.reverse ? ",rev" : "");
     std::fprintf(stderr, "\n");
+    if (std::getenv("FUZZ_VERBOSE")[0] == '2') {
+      for (const TD& x : xs) {
+        std::fprintf(stderr, "  param %s:", ascan::format_shape(x.shape()).c_str());
+        for (int64_t i = 0; i < x.numel(); ++i) std::fprintf(stderr, " %.17g", x.data()[i]);
+        std::fprintf(stderr, "\n");
+      }
+      std::fprintf(stderr, "  weights:");
+      for (int64_t i = 0; i < p.weights.numel(); ++i) std::fprintf(stderr, " %.17g", p.weights.data()[i]);
+      std::fprintf(stderr, "\n  grads:");
+      for (const TD& g : grads)
+        for (int64_t i = 0; i < g.numel(); ++i) std::fprintf(stderr, " %.17g", g.data()[i]);
+      std::fprintf(stderr, "\n");
+    }
   }
+  check_gradients(p, xs, grads, times);
 }
 
 }  // namespace

@@ -547,6 +547,30 @@ TEST(ScanPointwiseOut, OutputsMayAliasOtherInputsOfTheirShape) {
   EXPECT_TRUE(ref::exact(a, r.leaves[1], r.shape));
 }
 
+// An output over another leaf's input, that leaf broadcasting against the first (found by
+// fuzz_out: the kernels wrote a row's outputs leaf by leaf, so the first output overwrote the
+// second leaf's row before it was read; such an input is now copied first). Builtin and user
+// combine, both directions; decays in {-1, 0, 1} and integer states, so every value is exact.
+TEST(ScanPointwiseOut, OutputOverAnotherLeafsInputWithABroadcastLeaf) {
+  for (const Shape& sa : {Shape{2, 1, 3}, Shape{300, 1, 3}, Shape{1, 4, 3}})
+    for (bool builtin : {true, false})
+      for (bool reverse : {false, true}) {
+        SCOPED_TRACE(ref::str(sa) + (builtin ? " builtin" : " user combine") + (reverse ? " reverse" : ""));
+        const Shape sb{std::max<int64_t>(sa[0], 2), 4, 3};
+        auto a = Tensor<double>::random(sa, 1, -1.5, 1.5), b = Tensor<double>::random(sb, 2, -20, 20);
+        for (int64_t i = 0; i < a.numel(); ++i) a.data()[i] = std::round(a.data()[i]);
+        for (int64_t i = 0; i < b.numel(); ++i) b.data()[i] = std::round(b.data()[i]);
+        using E = std::tuple<double, double>;
+        const auto r = ref::pointwise<E, double>(linrec, {ref::leaf<double>(a), ref::leaf<double>(b)}, 0, reverse);
+        Tensor<double> yb = Tensor<double>::zeros(sb);
+        Tensor<double> ya = b;  // the first output over the second input
+        if (builtin) ascan::associative_scan(ascan::linear_recurrence, std::tuple{a, b}, 0, direction(reverse), std::tie(ya, yb));
+        else ascan::associative_scan(linrec, std::tuple{a, b}, 0, direction(reverse), std::tie(ya, yb));
+        EXPECT_TRUE(ref::exact(ya, r.leaves[0], r.shape));
+        EXPECT_TRUE(ref::exact(yb, r.leaves[1], r.shape));
+      }
+}
+
 // The bicyclic monoid on small integers in float32 (exact), each leaf's output written over
 // the other leaf's input.
 void check_swapped_float_outputs(const Shape& shape, bool reverse) {

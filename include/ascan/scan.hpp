@@ -86,6 +86,25 @@ void run_pointwise_scan(const Fn& f, const typename Tree<X>::Flat& xs, const typ
   }
 }
 
+// The inputs with every leaf whose storage another leaf's output shares replaced by a copy: the
+// kernels write a position's outputs leaf by leaf, so only an output over its own input (in
+// place) is sure to find each element read before it overwrites it.
+template <class Flat>
+Flat unaliased_leaves(const Flat& xs, const Flat& ys) {
+  const auto ins = leaf_storage(xs), outs = leaf_storage(ys);
+  const auto crossed = [&](size_t l) {
+    for (size_t o = 0; o < outs.size(); ++o)
+      if (o != l && ins[l].numel > 0 && outs[o].numel > 0 && outs[o].storage == ins[l].storage) return true;
+    return false;
+  };
+  bool any = false;
+  for (size_t l = 0; l < ins.size(); ++l) any = any || crossed(l);
+  if (!any) return xs;
+  return [&]<size_t... L>(std::index_sequence<L...>) {
+    return Flat{(crossed(L) ? std::get<L>(xs).clone() : std::get<L>(xs))...};
+  }(std::make_index_sequence<std::tuple_size_v<Flat>>{});
+}
+
 template <class X, class Fn>
 void scan_pointwise(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree<X>::Flat* ys_given,
                     typename Tree<X>::Flat& ys, int64_t dim, const ScanOptions& opts) {
@@ -98,7 +117,8 @@ void scan_pointwise(const Fn& f, const typename Tree<X>::Flat& xs, typename Tree
     for (const Shape* s : out_shapes)
       if (*s != plan.out_shape) check_outputs(leaf_shapes(*ys_given), plan.out_shape, kScanName);
     check_output_aliasing(xs, *ys_given, kScanName);
-    run_pointwise_scan<X>(f, xs, *ys_given, plan, opts.reverse);  // (ys stays empty: the caller has them)
+    // (ys stays empty: the caller has them)
+    run_pointwise_scan<X>(f, unaliased_leaves(xs, *ys_given), *ys_given, plan, opts.reverse);
     return;
   }
   ys = empty_like_leaves(xs, &plan.out_shape);

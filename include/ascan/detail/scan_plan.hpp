@@ -58,8 +58,8 @@ struct LeafStorage {
   const Shape* shape;  // the tensor's own (outlives the check)
   int64_t numel;
 };
-// An output may share storage only with an input leaf of exactly its own shape (each element is
-// read before it is written); outputs must not share storage with each other.
+// An output may share storage only with an input leaf of exactly its own shape (in place; over
+// another leaf's input, that input is copied first); outputs must not share storage with each other.
 void check_output_aliasing(std::span<const LeafStorage> ins, std::span<const LeafStorage> outs,
                            std::string_view where);
 
