@@ -5,7 +5,7 @@
 // one of several lifetimes (the default tape, a nested ad::Tape whose gradients are propagated
 // out, dead-end nodes dropped by a rewind, a retained graph swept twice, a released graph swept
 // again, an explicit seed). The parameters' gradients are checked against fourth-order central
-// differences of the same program, in float64, at two step sizes (check_gradients). A mismatch,
+// differences of the same program, in float64, at three step sizes (check_gradients). A mismatch,
 // an unexpected exception, a second backward through a released graph that does not throw
 // ascan::Error, a crash or a sanitizer report is a finding (abort).
 #include <ascan/ascan.hpp>
@@ -141,10 +141,11 @@ double loss_value(const Program& p, const std::vector<TD>& xs) {
 }
 
 // Checks the gradient of each parameter against fourth-order central differences
-// (f'(x) ~ [8 (f(x+h) - f(x-h)) - (f(x+2h) - f(x-2h))] / 12h) at steps h = 1e-3 and 5e-4: steps
+// (f'(x) ~ [8 (f(x+h) - f(x-h)) - (f(x+2h) - f(x-2h))] / 12h) at steps h = 1e-3, 5e-4, 2.5e-4: steps
 // this large keep the forward's rounding (a few ulps of intermediates up to 1e5 or so, amplified
 // by 1 / h) far below the tolerance, and the fourth order keeps the truncation there too. A
-// coordinate where the two estimates disagree is too curved to judge and is skipped. `times`
+// coordinate where the three estimates spread by more than an eighth of the tolerance is too
+// curved at these steps to judge and is skipped. `times`
 // backward sweeps have accumulated into the gradients.
 void check_gradients(const Program& p, std::vector<TD> xs, const std::vector<TD>& grads, double times) {
   for (size_t k = 0; k < xs.size(); ++k) {
@@ -157,15 +158,17 @@ void check_gradients(const Program& p, std::vector<TD> xs, const std::vector<TD>
         xs[k].data()[i] = x0;
         return v;
       };
-      double fd[2];
-      for (int s = 0; s < 2; ++s) {
-        const double h = s == 0 ? 1e-3 : 5e-4;
+      double fd[3];
+      for (int s = 0; s < 3; ++s) {
+        const double h = 1e-3 / (1 << s);
         fd[s] = (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h);
       }
-      const double tol = 1e-5 * (1 + std::abs(fd[1]));
-      if (!std::isfinite(fd[0]) || !std::isfinite(fd[1]) || std::abs(fd[0] - fd[1]) > tol / 4) continue;
+      const double tol = 1e-5 * (1 + std::abs(fd[2]));
+      bool judged = true;
+      for (int s = 0; s < 3; ++s) judged = judged && std::isfinite(fd[s]) && std::abs(fd[s] - fd[2]) <= tol / 8;
+      if (!judged) continue;
       const double got = grads[k].data()[i] / times;
-      if (!(std::abs(got - fd[1]) <= tol)) finding("a gradient differs from central differences", i, got, fd[1]);
+      if (!(std::abs(got - fd[2]) <= tol)) finding("a gradient differs from central differences", i, got, fd[2]);
     }
   }
 }
