@@ -270,6 +270,29 @@ std::tuple<ascan::Tensor<Ts>...> generic(const G& g, const std::tuple<ascan::Ten
   }(std::index_sequence_for<Ts...>{});
 }
 
+// ---- library settings for a scope ---------------------------------------------------------
+
+// Sets a library setting for one scope and restores the previous value.
+template <class V>
+class ScopedSetting {
+ public:
+  ScopedSetting(V (*get)(), void (*set)(V), V value) : set_(set), saved_(get()) { set_(value); }
+  ~ScopedSetting() { set_(saved_); }
+  ScopedSetting(const ScopedSetting&) = delete;
+  ScopedSetting& operator=(const ScopedSetting&) = delete;
+
+ private:
+  void (*set_)(V);
+  V saved_;
+};
+
+struct ThreadCount : ScopedSetting<int> {
+  explicit ThreadCount(int n) : ScopedSetting(ascan::num_threads, ascan::set_num_threads, n) {}
+};
+struct FlushSetting : ScopedSetting<bool> {
+  explicit FlushSetting(bool on) : ScopedSetting(ascan::flush_denormals, ascan::set_flush_denormals, on) {}
+};
+
 // ---- tolerances ----------------------------------------------------------------------------
 //
 // A scan output y_t is a binary tree of t combines over x_0..x_t, whatever association the

@@ -61,16 +61,7 @@ unsigned float_mode() {
 #endif
 }
 
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : previous_(ascan::num_threads()) { ascan::set_num_threads(n); }
-  ~ThreadCount() { ascan::set_num_threads(previous_); }
-  ThreadCount(const ThreadCount&) = delete;
-  ThreadCount& operator=(const ThreadCount&) = delete;
-
- private:
-  int previous_;
-};
+using ref::ThreadCount;
 
 bool same_bits(const std::vector<TD>& a, const std::vector<TD>& b) {
   if (a.size() != b.size()) return false;

@@ -50,16 +50,7 @@ constexpr auto affine_slices = [](const auto& l, const auto& r) {
   return std::tuple{a1 * a2, a2 * b1 + b2};
 };
 
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : previous_(ascan::num_threads()) { ascan::set_num_threads(n); }
-  ~ThreadCount() { ascan::set_num_threads(previous_); }
-  ThreadCount(const ThreadCount&) = delete;
-  ThreadCount& operator=(const ThreadCount&) = delete;
-
- private:
-  int previous_;
-};
+using ref::ThreadCount;
 
 // Fails the property with the gtest-style message of a reference check.
 void require(const ::testing::AssertionResult& r, const std::string& what) {
