@@ -1,5 +1,6 @@
 // scan_demo.cpp — a first look at ascan: cumulative sums, a linear recurrence, a matrix chain.
 #include <ascan/ascan.hpp>
+#include <ascan/fmt.hpp>
 
 #include <fmt/core.h>
 

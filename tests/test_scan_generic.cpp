@@ -1,5 +1,6 @@
 // test_scan_generic.cpp — generic-mode associative_scan (combines on slices) vs sequential loops.
 #include <ascan/ascan.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <array>

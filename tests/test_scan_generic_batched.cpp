@@ -2,6 +2,7 @@
 // batches of slices. Checked against the sequential reference (exact in int64), against
 // Generic mode (the same association: equal bitwise), and for its contract checks.
 #include <ascan/ascan.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,5 +1,6 @@
 // test_scan_pointwise.cpp — pointwise associative_scan vs the sequential reference: combines, shapes, sizes, broadcasting, out.
 #include <ascan/ascan.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,6 @@
 // test_tensor.cpp — Tensor creation, access, reshape, comparison, formatting, allocator reuse.
 #include <ascan/ascan.hpp>
+#include <ascan/fmt.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

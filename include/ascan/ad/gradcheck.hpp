@@ -13,8 +13,6 @@
 // numerical and analytical values and the tolerance.
 #pragma once
 
-#include <fmt/format.h>
-
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -126,18 +124,18 @@ GradcheckReport gradcheck(const Fn& fn, const std::vector<Tensor<double>>& input
       plain_error = e.what();
     }
     if (plain_threw != ad_threw) {
-      fail(fmt::format("error parity: the plain function {} but the AD function {}",
+      fail(ascan::detail::format("error parity: the plain function {} but the AD function {}",
                        plain_threw ? "threw (" + plain_error + ")" : "did not throw",
                        ad_threw ? "threw (" + ad_error + ")" : "did not throw"));
     } else if (!plain_threw) {
       for (size_t o = 0; o < plain_values.size() && o < ad_values.size(); ++o)
         if (!allclose(ad_values[o], plain_values[o], opts.rtol, opts.atol))
-          fail(fmt::format("output {}: AD value differs from the plain function's value", o));
+          fail(ascan::detail::format("output {}: AD value differs from the plain function's value", o));
     }
   }
   if (ad_threw) {  // nothing to differentiate: parity with the plain function is the test
     if (!std::is_invocable_v<const Fn&, const std::vector<Tensor<double>>&>)
-      fail(fmt::format("the function threw: {}", ad_error));
+      fail(ascan::detail::format("the function threw: {}", ad_error));
     if (!report.ok) report.message = "gradcheck failed:\n" + lines;
     return report;
   }
@@ -173,7 +171,7 @@ GradcheckReport gradcheck(const Fn& fn, const std::vector<Tensor<double>>& input
     const double err = std::abs(num - ana), tol = opts.atol + opts.rtol * std::abs(num);
     report.max_abs_error = std::max(report.max_abs_error, err);
     if (!(err <= tol))
-      fail(fmt::format("output {}, {}: numerical {:.10g} vs analytical {:.10g} (|diff| {:.3g} > tol {:.3g})",
+      fail(ascan::detail::format("output {}, {}: numerical {:.10g} vs analytical {:.10g} (|diff| {:.3g} > tol {:.3g})",
                        o, where, num, ana, err, tol));
   };
   if (!opts.fast) {
@@ -188,7 +186,7 @@ GradcheckReport gradcheck(const Fn& fn, const std::vector<Tensor<double>>& input
         const auto down = scalars(xs);
         for (size_t o = 0; o < num_outputs; ++o)
           check(o, (up[o] - down[o]) / (2 * opts.eps), analytical[o][k].data()[i],
-                fmt::format("input {}, index {}", k, i));
+                ascan::detail::format("input {}, index {}", k, i));
       }
   } else {
     for (int d = 0; d < opts.num_directions; ++d) {
@@ -214,11 +212,11 @@ GradcheckReport gradcheck(const Fn& fn, const std::vector<Tensor<double>>& input
       }
       const auto su = scalars(up), sd = scalars(down);
       for (size_t o = 0; o < num_outputs; ++o)
-        check(o, (su[o] - sd[o]) / (2 * opts.eps), ana[o], fmt::format("random direction {}", d));
+        check(o, (su[o] - sd[o]) / (2 * opts.eps), ana[o], ascan::detail::format("random direction {}", d));
     }
   }
   if (!report.ok)
-    report.message = fmt::format("gradcheck failed: {} of {} checks (max |diff| {:.3g}; eps {}, atol {}, rtol {})\n{}",
+    report.message = ascan::detail::format("gradcheck failed: {} of {} checks (max |diff| {:.3g}; eps {}, atol {}, rtol {})\n{}",
                                  report.num_failed, report.num_checked, report.max_abs_error, opts.eps,
                                  opts.atol, opts.rtol, lines);
   return report;
