@@ -421,6 +421,10 @@ void free_storage(StorageHeader* h) {
     h->base = nullptr;
     release_storage(base);
   }
+  if (ExternalStorage* e = h->external) {
+    h->external = nullptr;
+    delete e;  // (the releases that Tensor::external accepts do not throw)
+  }
   ThreadCache* tc = h->size_class <= kThreadClassLimit ? thread_cache() : nullptr;
   if (tc) put_thread_cached(*tc, h);
   else cache().give_back(h);

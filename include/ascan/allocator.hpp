@@ -43,14 +43,26 @@ namespace detail {
 // A view header (no elements of its own) points at the header that owns the elements and holds
 // a reference to it; handles of one view may point at different offsets (the slices of a tensor
 // share one view header).
+// Elements another library owns (Tensor::external): released with the last handle on them.
+struct ExternalStorage {
+  virtual ~ExternalStorage() = default;
+  const void* identity = nullptr;  // the owning allocation, for aliasing checks
+};
+
 struct StorageHeader {
   std::atomic<int64_t> refs{1};
   StorageHeader* base = nullptr;  // for a view: the owner of the elements
   size_t size_class = 0;          // bytes of the whole block
+  ExternalStorage* external = nullptr;  // elements outside the block (an owner without payload)
   Shape shape;
 
   void* payload() { return reinterpret_cast<char*>(this) + 64; }
   const StorageHeader* owner() const { return base ? base : this; }
+  // What aliasing checks compare: the owner, or the allocation an external owner names.
+  const void* identity() const {
+    const StorageHeader* o = owner();
+    return o->external && o->external->identity ? o->external->identity : static_cast<const void*>(o);
+  }
 };
 inline constexpr size_t kStorageHeaderBytes = 64;
 static_assert(sizeof(StorageHeader) <= kStorageHeaderBytes);

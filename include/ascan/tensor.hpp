@@ -234,10 +234,45 @@ class Tensor {
 
   // True when both handles view the same storage (the same allocation, at any offset).
   bool shares_storage_with(const Tensor& other) const {
-    return h_ && other.h_ && h_->owner() == other.h_->owner();
+    return h_ && other.h_ && h_->identity() == other.h_->identity();
   }
   // Identity of the underlying storage (for aliasing checks).
-  const void* storage_id() const { return h_ ? h_->owner() : nullptr; }
+  const void* storage_id() const { return h_ ? h_->identity() : nullptr; }
+
+  // A tensor over elements it does not own (another library's buffer, e.g. a torch::Tensor's),
+  // without a copy. `data` holds numel(shape) row-major elements, aligned for T, and must stay
+  // valid until `release()` runs, which happens once, when the last handle on them (views
+  // included) goes; it must not throw. `identity` names the allocation that owns `data`, for the
+  // aliasing checks of the `out` overloads (tensors with one identity may overlap): pass the
+  // other library's storage pointer; nullptr: this tensor overlaps no other. Never overwritten
+  // in place by the library's own ops (as a tensor that other handles share). When external()
+  // throws (a bad argument, no memory for the header), release() has run.
+  template <class Release = void (*)()>
+  static Tensor external(T* data, const Shape& shape, Release release = [] {}, const void* identity = nullptr) {
+    struct Holder final : detail::ExternalStorage {
+      explicit Holder(Release&& r) : release(std::move(r)) {}
+      ~Holder() override { release(); }
+      Release release;
+    };
+    static_assert(std::is_invocable_v<Release&>, "ascan::Tensor::external(): release must be callable with no arguments");
+    const int64_t n = shape_numel(shape, "ascan::Tensor::external()");
+    if (data == nullptr && n > 0)
+      detail::raise("ascan::Tensor::external(): data is null for shape {} ({} elements), expected a buffer",
+                    format_shape(shape), n);
+    if (reinterpret_cast<uintptr_t>(data) % alignof(T) != 0)
+      detail::raise("ascan::Tensor::external(): data is not aligned for its element type, expected a "
+                    "multiple of {} bytes", alignof(T));
+    auto holder = std::make_unique<Holder>(std::move(release));  // releases if what follows throws
+    holder->identity = identity;
+    detail::StorageHeader* h = detail::allocate_storage(0);
+    detail::set_header_shape(h, shape.data(), shape.size());
+    h->external = holder.release();
+    Tensor t;
+    t.h_ = h;
+    t.data_ = data;
+    t.numel_ = n;
+    return t;
+  }
 
  private:
   friend struct detail::TensorAccess<T>;
@@ -283,7 +318,7 @@ struct TensorAccess {
   // Whether `t` is the only handle on its elements (no other handle, no view): then an op that
   // consumes it may overwrite it.
   static bool unique(const Tensor<T>& t) {
-    return t.h_ && !t.h_->base && t.h_->refs.load(std::memory_order_acquire) == 1;
+    return t.h_ && !t.h_->base && !t.h_->external && t.h_->refs.load(std::memory_order_acquire) == 1;
   }
   // Uninitialised elements of shape dims[0 .. rank) (no Shape vector on the way).
   static Tensor<T> empty(const int64_t* dims, size_t rank) { return Tensor<T>(dims, rank); }
