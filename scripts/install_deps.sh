@@ -2,8 +2,9 @@
 # install_deps.sh — installs the Debian packages ascan needs to build, test and benchmark, if missing.
 set -euo pipefail
 # g++-aarch64-linux-gnu: the tests compile the kernels for aarch64 too (tests/portability).
+# libtorch-dev (LibTorch 1.13, CPU): the LibTorch bridge (ascan::torch) and its tests.
 packages=(cmake make g++ libeigen3-dev libfmt-dev libgtest-dev libbenchmark-dev libtbb-dev gnuplot-nox python3
-          binutils g++-aarch64-linux-gnu librapidcheck-dev)
+          binutils g++-aarch64-linux-gnu librapidcheck-dev libtorch-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
