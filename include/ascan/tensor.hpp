@@ -255,6 +255,8 @@ class Tensor {
       Release release;
     };
     static_assert(std::is_invocable_v<Release&>, "ascan::Tensor::external(): release must be callable with no arguments");
+    auto holder = std::make_unique<Holder>(std::move(release));  // releases if what follows throws
+    holder->identity = identity;
     const int64_t n = shape_numel(shape, "ascan::Tensor::external()");
     if (data == nullptr && n > 0)
       detail::raise("ascan::Tensor::external(): data is null for shape {} ({} elements), expected a buffer",
@@ -262,8 +264,6 @@ class Tensor {
     if (reinterpret_cast<uintptr_t>(data) % alignof(T) != 0)
       detail::raise("ascan::Tensor::external(): data is not aligned for its element type, expected a "
                     "multiple of {} bytes", alignof(T));
-    auto holder = std::make_unique<Holder>(std::move(release));  // releases if what follows throws
-    holder->identity = identity;
     detail::StorageHeader* h = detail::allocate_storage(0);
     detail::set_header_shape(h, shape.data(), shape.size());
     h->external = holder.release();
