@@ -155,7 +155,10 @@ template <class F, size_t L>
 struct ScanFunction : ::torch::autograd::Function<ScanFunction<F, L>> {
   static ::torch::autograd::variable_list forward(::torch::autograd::AutogradContext* ctx, at::TensorList xs,
                                                   int64_t dim, bool reverse, const F& f) {
-    const std::vector<at::Tensor> in(xs.begin(), xs.end());
+    // Contiguous once: the backward reads the same copies (and a non-contiguous leaf is not
+    // copied again there).
+    std::vector<at::Tensor> in;
+    for (const at::Tensor& x : xs) in.push_back(x.contiguous());
     std::vector<at::Tensor> ys = xs[0].scalar_type() == at::kFloat ? scan_host<float, L>(f, in, dim, reverse)
                                                                    : scan_host<double, L>(f, in, dim, reverse);
     std::vector<at::Tensor> saved = in;
@@ -185,7 +188,7 @@ struct ScanFunction : ::torch::autograd::Function<ScanFunction<F, L>> {
     std::vector<at::Tensor> dx = xs[0].scalar_type() == at::kFloat ? scan_vjp_host<float, L>(f, xs, ys, g, dim, reverse)
                                                                    : scan_vjp_host<double, L>(f, xs, ys, g, dim, reverse);
     for (size_t l = 0; l < L; ++l)
-      if (!xs[l].requires_grad()) dx[l] = at::Tensor();
+      if (!ctx->needs_input_grad(l)) dx[l] = at::Tensor();
     dx.resize(L + 3);  // dim, reverse and f get no gradient
     return dx;
   }
