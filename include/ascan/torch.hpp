@@ -29,6 +29,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -82,9 +83,11 @@ ascan::Tensor<T> view_of(const at::Tensor& t) {
 template <class T>
 at::Tensor as_torch(const ascan::Tensor<T>& t) {
   const std::vector<int64_t> sizes(t.shape().begin(), t.shape().end());
-  auto* holder = new ascan::Tensor<T>(t);
-  return ::torch::from_blob(holder->data(), sizes, [holder](void*) { delete holder; },
-                            at::TensorOptions().dtype(scalar_type<T>()).device(at::kCPU));
+  // The deleter's copy of the handle keeps the buffer: it goes with the deleter, whether torch's
+  // storage dies or from_blob throws.
+  auto keep = std::make_shared<ascan::Tensor<T>>(t);
+  T* data = keep->data();
+  return ::torch::from_blob(data, sizes, [keep](void*) {}, at::TensorOptions().dtype(scalar_type<T>()).device(at::kCPU));
 }
 
 template <class T, size_t L>
