@@ -23,7 +23,7 @@ else
   tests+=(test_ad_lifetime test_scan_pointwise test_paths test_ad_scan test_faults test_properties)
 fi
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASCAN_SANITIZE_THREAD=ON -DASCAN_BUILD_BENCH=OFF \
-      -DASCAN_BUILD_EXAMPLES=OFF -DASCAN_ENABLE_CUDA=OFF -DASCAN_DISPATCH=$dispatch > /dev/null
+      -DASCAN_BUILD_EXAMPLES=OFF -DASCAN_ENABLE_CUDA=OFF -DASCAN_TORCH=OFF -DASCAN_DISPATCH=$dispatch > /dev/null
 cmake --build "$dir" -j"$jobs" --target "${tests[@]}"
 status=0
 for t in "${tests[@]}"; do
