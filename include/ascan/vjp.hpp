@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "ascan/ad/scan_vjp.hpp"
-#include "ascan/ad/vjp/builtins.hpp"
 #include "ascan/ad/vjp/common.hpp"
 #include "ascan/detail/scan_plan.hpp"
 #include "ascan/detail/tree.hpp"
@@ -75,13 +74,7 @@ detail::normalize_t<Xs> associative_scan_vjp(const Combine& combine, const Xs& x
     std::vector<Tensor<T>> dx(L);
     bool any_grad = false;
     for (const auto& t : g) any_grad = any_grad || t.storage_id();
-    if (any_grad) {
-      const detail::FloatModeScope mode;  // subnormals as ascan::set_flush_denormals says
-      if constexpr (detail::has_compiled_builtin<Fn, X>)
-        dx = ad::detail::builtin_scan_vjp(detail::builtin_op<Fn>::op, plan, x, y, g, need.data(), opts.reverse);
-      else
-        dx = ad::detail::pointwise_scan_vjp<Elem, L>(f, plan, x, y, g, need, opts.reverse);
-    }
+    if (any_grad) dx = ad::detail::scan_vjp<X, Elem, L>(f, plan, x, y, g, need, opts.reverse);
     // Paths that skip a gradient they can prove zero leave it empty: give every leaf its tensor.
     for (size_t l = 0; l < L; ++l)
       if (!dx[l].storage_id()) dx[l] = Tensor<T>::zeros(x[l].shape());

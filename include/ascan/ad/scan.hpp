@@ -174,14 +174,7 @@ V scan_pointwise(const Fn& f, const V& vars, int64_t dim, const ScanOptions& opt
       any_need = any_need || need[l];
     }
     if (!any_grad || !any_need) return;
-    std::vector<Tensor<T>> dx;
-    {
-      const ascan::detail::FloatModeScope mode;  // subnormals as ascan::set_flush_denormals says
-      if constexpr (ascan::detail::has_compiled_builtin<Fn, X>)  // the library's compiled copy
-        dx = builtin_scan_vjp(ascan::detail::builtin_op<Fn>::op, plan, xs, ys, gbar, need.data(), reverse);
-      else
-        dx = pointwise_scan_vjp<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
-    }
+    const std::vector<Tensor<T>> dx = scan_vjp<X, Elem, L>(f, plan, xs, ys, gbar, need, reverse);
     for (size_t l = 0; l < L; ++l)
       if (need[l]) s.accumulate(in_ids[l], dx[l]);
   };

@@ -18,7 +18,9 @@
 #pragma once
 
 #include "ascan/config.hpp"
+#include "ascan/ad/vjp/builtins.hpp"
 #include "ascan/ad/vjp/line_sweeps.hpp"
+#include "ascan/parallel.hpp"
 
 namespace ascan::ad::detail {
 ASCAN_ISA_BEGIN
@@ -145,6 +147,20 @@ std::vector<Tensor<T>> pointwise_scan_vjp(const F& f, const ascan::detail::Point
     case AdjointPath::column_sweep: return pointwise_vjp_columns<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
     default: return pointwise_vjp_segments<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
   }
+}
+
+// The gradients as ad::associative_scan's backward and ascan::associative_scan_vjp take them:
+// the library's compiled copy for a builtin on float or double (X: the scan's leaf structure),
+// else pointwise_scan_vjp instantiated for f; subnormals as ascan::set_flush_denormals says.
+template <class X, class Elem, size_t L, class T, class F>
+std::vector<Tensor<T>> scan_vjp(const F& f, const ascan::detail::PointwisePlan& plan, const std::vector<Tensor<T>>& xs,
+                                const std::vector<Tensor<T>>& ys, const std::vector<Tensor<T>>& gbar,
+                                const std::array<bool, L>& need, bool reverse) {
+  const ascan::detail::FloatModeScope mode;
+  if constexpr (ascan::detail::has_compiled_builtin<F, X>)
+    return builtin_scan_vjp(ascan::detail::builtin_op<F>::op, plan, xs, ys, gbar, need.data(), reverse);
+  else
+    return pointwise_scan_vjp<Elem, L>(f, plan, xs, ys, gbar, need, reverse);
 }
 
 ASCAN_ISA_END
